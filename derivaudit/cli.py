@@ -1,0 +1,230 @@
+"""The `derivaudit` command line: parse options, call the library, render. No audit logic here.
+
+Exit codes: 0 success, 1 a CI gate failed, 2 bad input or usage. Data goes to stdout, progress
+and messages to stderr, so `--format json` output can be piped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import orjson
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import __version__
+from .evidence import EvidenceSettings, Views, build_views
+from .io import LogError, atomic_writer, check_log, load_log
+from .records import MemoryLog, Problem
+
+app = typer.Typer(
+    name="derivaudit",
+    help="Audit agent memory writes as derivations from the history the writer saw.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT = 0, 1, 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Fmt(str, Enum):
+    table = "table"
+    json = "json"
+
+
+class ViewsFmt(str, Enum):
+    table = "table"
+    jsonl = "jsonl"
+
+
+def _print_problems(problems: list[Problem], *, limit: int = 50) -> None:
+    for p in problems[:limit]:
+        err.print(f"[red]error[/red] {escape(str(p))}")
+    if len(problems) > limit:
+        err.print(f"... and {len(problems) - limit} more problems (use --format json to see all)")
+
+
+def handles_bad_input(fn: F) -> F:
+    """Bad input ends with a clear message and exit code 2, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except LogError as e:
+            _print_problems(e.problems)
+            err.print(f"[red]{len(e.problems)} problem(s); nothing was processed.[/red] "
+                      "Fix them, or pass --skip-invalid to go on without the bad records.")
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _report_skipped(log: MemoryLog) -> None:
+    if not log.skipped:
+        return
+    _print_problems(log.skipped, limit=20)
+    by_code: dict[str, int] = {}
+    for p in log.skipped:
+        by_code[p.code] = by_code.get(p.code, 0) + 1
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(by_code.items()))
+    err.print(f"[yellow]--skip-invalid: skipped {len(log.skipped)} bad record(s) ({escape(summary)})[/yellow]")
+
+
+def _load(files: list[Path], history: list[Path] | None, skip_invalid: bool) -> MemoryLog:
+    log = load_log([*(history or []), *files], skip_invalid=skip_invalid)
+    _report_skipped(log)
+    return log
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=False, disable=not err.is_terminal)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"derivaudit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """derivaudit: evidence scope, compositional validity and admission reliability of memory writes."""
+
+
+Files = Annotated[list[Path], typer.Argument(help="Memory log JSONL file(s) (schema v1).", show_default=False)]
+History = Annotated[list[Path] | None, typer.Option("--history", help="Extra JSONL file(s) holding the turns.")]
+SkipInvalid = Annotated[bool, typer.Option("--skip-invalid", help="Skip bad records (counted and reported) "
+                                           "instead of stopping.")]
+
+
+@app.command()
+def validate(
+    files: Files,
+    history: History = None,
+    format: Annotated[Fmt, typer.Option("--format", help="table (one line per problem) or json.")] = Fmt.table,
+) -> None:
+    """Check memory logs against schema v1 and the history rules. Exit 0 when clean, 2 when not."""
+    paths = [*(history or []), *files]
+    try:
+        log, problems = check_log(paths)
+    except LogError as e:
+        log, problems = None, e.problems
+    if format is Fmt.json:
+        doc = {
+            "ok": not problems,
+            "files": [str(p) for p in paths],
+            "conversations": len(log.conversations) if log else 0,
+            "turns": log.n_turns if log else 0,
+            "writes": len(log.writes) if log else 0,
+            "problems": [p.to_dict() for p in problems],
+        }
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        _print_problems(problems, limit=len(problems))
+        if log is not None and not problems:
+            err.print(f"[green]ok[/green]: {len(log.conversations)} conversations, {log.n_turns} turns, "
+                      f"{len(log.writes)} writes")
+        elif problems:
+            err.print(f"[red]{len(problems)} problem(s)[/red]")
+    raise typer.Exit(EXIT_BAD_INPUT if problems else EXIT_OK)
+
+
+def _passages_table(title: str, passages: tuple[Any, ...]) -> Table:
+    t = Table(title=title, title_justify="left", show_lines=False, expand=True)
+    t.add_column("turn", no_wrap=True)
+    t.add_column("speaker", no_wrap=True)
+    t.add_column("time", no_wrap=True)
+    t.add_column("text", ratio=1)
+    for p in passages:
+        t.add_row(escape(p.turn_id), escape(p.speaker), escape(p.time or ""), escape(p.text))
+    return t
+
+
+def _show_views(v: Views) -> None:
+    w = v.write
+    flag = " [yellow](search-limited)[/yellow]" if v.search_limited else ""
+    out.rule(f"write {escape(w.write_id)} · conversation {escape(w.conversation_id)}{flag}")
+    out.print(f"[bold]memory:[/bold] {escape(w.text)}")
+    out.print(_passages_table(f"citation-only view ({len(v.citation_only)} passages)", v.citation_only))
+    out.print(_passages_table(f"expanded-history view ({len(v.expanded)} passages)", v.expanded))
+    out.print(f"[dim]retrieved by BM25: {escape(', '.join(v.retrieved) or 'none')}[/dim]")
+
+
+@app.command()
+@handles_bad_input
+def views(
+    files: Files,
+    history: History = None,
+    write: Annotated[list[str] | None, typer.Option("--write", help="Only this write id (repeatable).")] = None,
+    format: Annotated[ViewsFmt, typer.Option("--format", help="table (for people) or jsonl.")] = ViewsFmt.table,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSONL here (atomic).")] = None,
+    limit_floor: Annotated[float, typer.Option(help="Search-limited floor, as a share of the top BM25 score.",
+                                               min=0.0, max=1.0)] = 0.5,
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Show the citation-only and expanded-history evidence views of each memory write."""
+    log = _load(files, history, skip_invalid)
+    wanted = set(write) if write else None
+    if wanted:
+        unknown = sorted(wanted - {w.write_id for w in log.writes})
+        if unknown:
+            err.print(f"[red]error[/red]: unknown write id(s): {escape(', '.join(unknown))}")
+            raise typer.Exit(EXIT_BAD_INPUT)
+    settings = EvidenceSettings(limit_floor=limit_floor)
+    n_total = len(wanted) if wanted else len(log.writes)
+    limited = 0
+    if format is ViewsFmt.jsonl or output is not None:
+        sink = atomic_writer(output) if output else contextlib.nullcontext(sys.stdout.buffer)
+        with sink as fh, _progress() as bar:
+            task = bar.add_task("building views", total=n_total)
+            for v in build_views(log, settings, wanted):
+                limited += v.search_limited
+                fh.write(orjson.dumps(v.to_dict()) + b"\n")
+                bar.advance(task)
+    else:
+        for v in build_views(log, settings, wanted):
+            limited += v.search_limited
+            _show_views(v)
+    share = limited / n_total if n_total else 0.0
+    err.print(f"{n_total} writes; search-limited: {limited} ({share:.1%}) at floor {limit_floor}"
+              + (f"; written to {escape(str(output))}" if output else ""))
+
+
+@app.command("import")
+@handles_bad_input
+def import_(
+    source: Annotated[str, typer.Argument(help="locomo, mem0 or graphiti.")],
+    path: Annotated[Path, typer.Argument(help="The source file.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Memory log JSONL to write (atomic).")],
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Convert a public dataset or memory-system export into a derivaudit memory log."""
+    from .importers import importers, run_import
+
+    if source not in importers():
+        err.print(f"[red]error[/red]: unknown source {escape(source)!r}; "
+                  f"known: {', '.join(sorted(importers()))}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    log, notes = run_import(source, path, output, skip_invalid=skip_invalid)
+    _report_skipped(log)
+    extra = "".join(f", {k}: {v}" for k, v in notes.items())
+    err.print(f"[green]wrote[/green] {escape(str(output))}: {len(log.conversations)} conversations, "
+              f"{log.n_turns} turns, {len(log.writes)} writes{escape(extra)}")

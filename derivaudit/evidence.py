@@ -1,0 +1,146 @@
+"""The two evidence views of a memory write (seed 004, §3.1 and App. D).
+
+Citation-only: the cited turns. Expanded-history: the cited turns plus up to 12 turns that BM25
+ranks highest for the memory text, searched only in the history before the write point, 16 at
+most in all. Both are in time order and carry no mark of which turn was cited and which was
+retrieved; that record is kept apart in `Views.retrieved` for reports.
+
+Each conversation is indexed once (rank-bm25's BM25Okapi over all its turns) and every write
+scores only the turns up to its write point, so building views is linear in history per write,
+not quadratic. Consequence: BM25's IDF statistics are those of the whole conversation; only the
+candidate passages are restricted to the pre-write history.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from rank_bm25 import BM25Okapi
+
+from .records import MAX_PASSAGES, MAX_RETRIEVED, Conversation, MemoryLog, Turn, Write
+
+# Standard English stop words (the NLTK list, lower-cased, apostrophes removed).
+STOP_WORDS = frozenset("""
+a about above after again against ain all am an and any are aren arent as at be because been before
+being below between both but by can couldn couldnt d did didn didnt do does doesn doesnt doing don dont
+down during each few for from further had hadn hadnt has hasn hasnt have haven havent having he her
+here hers herself him himself his how i if in into is isn isnt it its itself just ll m ma me mightn
+mightnt more most mustn mustnt my myself needn neednt no nor not now o of off on once only or other
+our ours ourselves out over own re s same shan shant she shes should shouldn shouldnt shouldve so
+some such t than that thatll the their theirs them themselves then there these they this those
+through to too under until up ve very was wasn wasnt we were weren werent what when where which
+while who whom why will with won wont wouldn wouldnt y you youd youll your youre yours yourself
+yourselves youve
+""".split())
+_WORD = re.compile(r"\w+")
+
+
+def tokenize(text: str) -> list[str]:
+    """BM25 tokens: lower-cased runs of letters/digits (punctuation splits, apostrophes dropped),
+    minus English stop words."""
+    text = text.lower().replace("'", "").replace("\u2019", "")
+    return [w for w in _WORD.findall(text) if w not in STOP_WORDS]
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceSettings:
+    """How the expanded view is built. `limit_floor`: a left-out pre-write passage counts as
+    'as relevant as what was kept' when its BM25 score is at least this share of the top score."""
+
+    max_retrieved: int = MAX_RETRIEVED
+    max_passages: int = MAX_PASSAGES
+    limit_floor: float = 0.5
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_retrieved": self.max_retrieved, "max_passages": self.max_passages,
+                "limit_floor": self.limit_floor, "tokenizer": "lower+\\w+-stopwords", "ranker": "BM25Okapi"}
+
+
+@dataclass(frozen=True, slots=True)
+class Views:
+    write: Write
+    citation_only: tuple[Turn, ...]
+    expanded: tuple[Turn, ...]
+    retrieved: tuple[str, ...] = ()
+    bm25: dict[str, float] = field(default_factory=dict)
+    candidates: int = 0
+    search_limited: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "write_id": self.write.write_id,
+            "conversation_id": self.write.conversation_id,
+            "text": self.write.text,
+            "citation_only": [passage_dict(t) for t in self.citation_only],
+            "expanded": [passage_dict(t) for t in self.expanded],
+            "search_limited": self.search_limited,
+            "provenance": {
+                "cited": list(self.write.citations),
+                "retrieved": list(self.retrieved),
+                "bm25": self.bm25,
+                "candidates": self.candidates,
+            },
+        }
+
+
+def passage_dict(t: Turn) -> dict[str, Any]:
+    return {"turn_id": t.turn_id, "order": t.order, "speaker": t.speaker, "text": t.text,
+            "time": t.time, "session": t.session}
+
+
+class ConversationIndex:
+    """BM25 over one conversation's turns, built once and masked by each write's point."""
+
+    def __init__(self, conv: Conversation):
+        self.conv = conv
+        self._docs = [tokenize(t.text) for t in conv.turns]
+        self._bm25 = BM25Okapi(self._docs) if any(self._docs) else None
+
+    def views(self, write: Write, settings: EvidenceSettings = EvidenceSettings()) -> Views:
+        conv = self.conv
+        point = conv.position[write.last_seen_turn]
+        cited_pos = sorted({conv.position[c] for c in write.citations})
+        cited = tuple(conv.turns[i] for i in cited_pos)
+        budget = max(0, min(settings.max_retrieved, settings.max_passages - len(cited)))
+        query = tokenize(write.text)
+        if self._bm25 is None or not query or budget == 0:
+            return Views(write, cited, cited)
+        qset = set(query)
+        cited_set = set(cited_pos)
+        # Candidates: pre-write turns, not cited, sharing at least one query term.
+        cand = [i for i in range(point + 1)
+                if i not in cited_set and not qset.isdisjoint(self._bm25.doc_freqs[i])]
+        if not cand:
+            return Views(write, cited, cited)
+        scores = self._bm25.get_batch_scores(query, cand)
+        ranked = sorted(zip(cand, scores, strict=True), key=lambda x: (-x[1], x[0]))
+        chosen, rest = ranked[:budget], ranked[budget:]
+        top = ranked[0][1]
+        floor = settings.limit_floor * top
+        limited = bool(rest) and top > 0 and rest[0][1] > 0 and rest[0][1] >= floor
+        expanded_pos = sorted(cited_set | {i for i, _ in chosen})
+        return Views(
+            write=write,
+            citation_only=cited,
+            expanded=tuple(conv.turns[i] for i in expanded_pos),
+            retrieved=tuple(conv.turns[i].turn_id for i, _ in sorted(chosen)),
+            bm25={conv.turns[i].turn_id: round(float(s), 4) for i, s in chosen},
+            candidates=len(cand),
+            search_limited=limited,
+        )
+
+
+def build_views(log: MemoryLog, settings: EvidenceSettings = EvidenceSettings(),
+                write_ids: set[str] | None = None) -> Iterator[Views]:
+    """Views of every write (or of `write_ids`), in input order; each conversation indexed once."""
+    indexes: dict[str, ConversationIndex] = {}
+    for w in log.writes:
+        if write_ids is not None and w.write_id not in write_ids:
+            continue
+        idx = indexes.get(w.conversation_id)
+        if idx is None:
+            idx = indexes[w.conversation_id] = ConversationIndex(log.conversations[w.conversation_id])
+        yield idx.views(w, settings)

@@ -1,0 +1,77 @@
+"""Adapters from public datasets and memory systems to the derivaudit memory-log schema.
+
+Each importer is one module with a `convert(path) -> ImportResult` function, registered by name
+below. A source problem (a malformed id, a write that cannot be placed in history) is returned as
+a `Problem`, never guessed around.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..io import LogError
+from ..records import Problem
+
+
+@dataclass
+class ImportResult:
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    writes: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def read_json(path: str | Path) -> Any:
+    """Read a whole JSON document, turning every failure into a LogError naming the file."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise LogError([Problem(str(p), None, None, "file_not_found", "file does not exist")]) from None
+    except OSError as e:
+        raise LogError([Problem(str(p), None, None, "unreadable", f"cannot read: {e.strerror}")]) from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise LogError([Problem(str(p), e.lineno, None, "invalid_json", f"invalid JSON: {e.msg}")]) from None
+
+
+Importer = Callable[[str | Path], ImportResult]
+
+
+def _registry() -> dict[str, Importer]:
+    from . import graphiti, locomo, mem0
+
+    return {"locomo": locomo.convert, "mem0": mem0.convert, "graphiti": graphiti.convert}
+
+
+def importers() -> dict[str, Importer]:
+    return _registry()
+
+
+def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: bool = False):
+    """Convert `path` with the named importer, validate the result with the same checks as every
+    load, and write it to `out` atomically. Strict: any problem raises LogError, nothing written."""
+    from ..io import check_rows, header, turn_to_dict, write_jsonl, write_to_dict
+
+    table = importers()
+    if source not in table:
+        raise LogError([Problem(str(path), None, None, "bad_value",
+                                f"unknown importer {source!r} (known: {', '.join(sorted(table))})")])
+    res = table[source](path)
+    rows = [header(f"derivaudit import {source}"), *res.turns, *res.writes]
+    log, problems = check_rows(str(out), rows)
+    problems = res.problems + problems
+    if problems and not skip_invalid:
+        raise LogError(problems)
+    log.skipped = problems
+    out_rows = [header(f"derivaudit import {source}")]
+    out_rows += [turn_to_dict(t) for c in log.conversations.values() for t in c.turns]
+    out_rows += [write_to_dict(w) for w in log.writes]
+    write_jsonl(out, out_rows)
+    return log, res.notes

@@ -1,0 +1,99 @@
+"""Graphiti / Zep knowledge-graph export: entity edges become writes, episodes become turns.
+
+Accepted input: {"episodes": [EpisodicNode...], "edges": [EntityEdge...]} as graphiti_core's
+models serialise (`model_dump(mode="json")`). Episode: `uuid`, `group_id`, `content`,
+`valid_at` (the reference time), `created_at`, optional `name`/`source_description`. Edge:
+`uuid`, `group_id`, `fact`, `episodes` (uuids of the episodes it was extracted from or
+confirmed by), `created_at`, `valid_at`, `invalid_at`, `expired_at`, `name`.
+
+Mapping: conversation = `group_id`; episodes in time order (valid_at, then created_at) are the
+turns; a message episode "speaker: text" keeps its speaker. Each edge is a write whose citations
+are its episodes and whose write point is the latest of them (the edge as stored was last
+confirmed there). `valid` is false once the edge is expired or invalidated.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..records import Problem
+from . import ImportResult, read_json
+
+
+def _speaker(ep: dict[str, Any]) -> tuple[str, str]:
+    text = str(ep.get("content") or "").strip()
+    head, sep, rest = text.partition(":")
+    if ep.get("source") == "message" and sep and 0 < len(head) <= 40 and "\n" not in head:
+        return head.strip(), rest.strip()
+    return str(ep.get("source_description") or ep.get("name") or "episode"), text
+
+
+def convert(path: str | Path) -> ImportResult:
+    f = str(path)
+    data = read_json(path)
+    res = ImportResult()
+    if not (isinstance(data, dict) and isinstance(data.get("episodes"), list)
+            and isinstance(data.get("edges"), list)):
+        res.problems.append(Problem(f, None, None, "bad_format",
+                                    'expected {"episodes": [...], "edges": [...]}'))
+        return res
+    eps: dict[str, dict[str, Any]] = {}
+    for i, ep in enumerate(data["episodes"]):
+        where = f"episodes[{i}]"
+        if not isinstance(ep, dict) or not isinstance(ep.get("uuid"), str):
+            res.problems.append(Problem(f, None, f"{where}.uuid", "missing_field", "episode needs a uuid"))
+            continue
+        if ep["uuid"] in eps:
+            res.problems.append(Problem(f, None, f"{where}.uuid", "duplicate_turn_id",
+                                        f"episode {ep['uuid']!r} listed twice"))
+            continue
+        speaker, text = _speaker(ep)
+        if not text:
+            res.problems.append(Problem(f, None, f"{where}.content", "empty_text", "episode has no content"))
+            continue
+        eps[ep["uuid"]] = {"conv": str(ep.get("group_id") or "default"),
+                           "time": ep.get("valid_at") or ep.get("created_at"),
+                           "sort": (str(ep.get("valid_at") or ""), str(ep.get("created_at") or ""), i),
+                           "speaker": speaker, "text": text}
+    pos: dict[str, int] = {}
+    counters: dict[str, int] = {}
+    for uid, ep in sorted(eps.items(), key=lambda kv: kv[1]["sort"]):
+        n = counters.get(ep["conv"], 0)
+        counters[ep["conv"]] = n + 1
+        pos[uid] = n
+        res.turns.append({"type": "turn", "conversation_id": ep["conv"], "turn_id": uid, "order": n,
+                          "speaker": ep["speaker"], "text": ep["text"], "time": ep["time"]})
+    for i, e in enumerate(data["edges"]):
+        where = f"edges[{i}]"
+        if not isinstance(e, dict) or not isinstance(e.get("uuid"), str):
+            res.problems.append(Problem(f, None, f"{where}.uuid", "missing_field", "edge needs a uuid"))
+            continue
+        cites = e.get("episodes")
+        if not isinstance(cites, list) or not cites:
+            res.problems.append(Problem(f, None, f"{where}.episodes", "missing_field",
+                                        "edge lists no episodes, so it cannot be placed in history"))
+            continue
+        unknown = [c for c in cites if c not in pos]
+        if unknown:
+            res.problems.append(Problem(f, None, f"{where}.episodes", "unknown_citation",
+                                        f"episode(s) {unknown} are not in the export"))
+            continue
+        conv = str(e.get("group_id") or "default")
+        other = [c for c in cites if eps[c]["conv"] != conv]
+        if other:
+            res.problems.append(Problem(f, None, f"{where}.episodes", "unknown_citation",
+                                        f"episode(s) {other} belong to another group than {conv!r}"))
+            continue
+        fact = str(e.get("fact") or "").strip()
+        cites = list(dict.fromkeys(cites))
+        res.writes.append({
+            "type": "write", "write_id": e["uuid"], "conversation_id": conv, "text": fact,
+            "citations": cites, "last_seen_turn": max(cites, key=lambda c: pos[c]),
+            "time": e.get("created_at"), "operation": "add",
+            "valid": not (e.get("expired_at") or e.get("invalid_at")),
+            "meta": {k: e.get(k) for k in ("name", "valid_at", "invalid_at", "expired_at")
+                     if e.get(k) is not None},
+        })
+    res.notes = {"episodes": len(data["episodes"]), "edges": len(data["edges"])}
+    return res

@@ -1,0 +1,111 @@
+"""LoCoMo (snap-research/LoCoMo `locomo10.json`): observations become memory writes.
+
+Each `session_N_observation` record [text, evidence] is a write made at the end of session N:
+its write point is the last turn of session N (pre-write history = sessions 1..N) and its
+evidence dia_ids are its citations (one id, a list, or a comma-separated string). A turn that
+shared an image carries its caption in the text as "[shares image: ...]", since writers saw it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..records import Problem
+from . import ImportResult, read_json
+
+_SESSION = re.compile(r"session_(\d+)")
+_OBS = re.compile(r"session_(\d+)_observation")
+_DIA = re.compile(r"D\d+:\d+")
+
+
+def _ids(ev: Any) -> list[str] | None:
+    if isinstance(ev, str):
+        return [x.strip() for x in ev.split(",")]
+    if isinstance(ev, list) and all(isinstance(x, str) for x in ev):
+        return [x.strip() for x in ev]
+    return None
+
+
+def convert(path: str | Path) -> ImportResult:
+    f = str(path)
+    data = read_json(path)
+    res = ImportResult()
+    if not isinstance(data, list):
+        res.problems.append(Problem(f, None, None, "bad_format", "expected a JSON list of LoCoMo samples"))
+        return res
+    for si, sample in enumerate(data):
+        where = f"[{si}]"
+        if not isinstance(sample, dict) or "conversation" not in sample or "sample_id" not in sample:
+            res.problems.append(Problem(f, None, where, "bad_format",
+                                        "not a LoCoMo sample (needs sample_id and conversation)"))
+            continue
+        cid = str(sample["sample_id"])
+        conv = sample["conversation"]
+        sessions = sorted((int(m.group(1)), k) for k in conv if (m := _SESSION.fullmatch(k)))
+        session_of: dict[str, int] = {}
+        last_turn: dict[int, str] = {}
+        order = 0
+        for n, key in sessions:
+            when = conv.get(f"session_{n}_date_time")
+            for ti, t in enumerate(conv[key]):
+                tw = f"{where}.conversation.{key}[{ti}]"
+                dia = t.get("dia_id") if isinstance(t, dict) else None
+                if not isinstance(dia, str) or not _DIA.fullmatch(dia):
+                    res.problems.append(Problem(f, None, f"{tw}.dia_id", "bad_id",
+                                                f"malformed turn id {dia!r}"))
+                    continue
+                text = str(t.get("text") or "").strip()
+                if t.get("blip_caption"):
+                    text = f"{text} [shares image: {t['blip_caption']}]".strip()
+                if not text:
+                    res.problems.append(Problem(f, None, f"{tw}.text", "empty_text", "turn has no text"))
+                    continue
+                res.turns.append({
+                    "type": "turn", "conversation_id": cid, "turn_id": dia, "order": order,
+                    "speaker": str(t.get("speaker", "")), "text": text, "time": when, "session": str(n),
+                })
+                session_of[dia] = n
+                last_turn[n] = dia
+                order += 1
+        obs = sample.get("observation") or {}
+        for key in sorted(obs, key=lambda k: int(m.group(1)) if (m := _OBS.fullmatch(k)) else -1):
+            m = _OBS.fullmatch(key)
+            if m is None:
+                res.problems.append(Problem(f, None, f"{where}.observation.{key}", "bad_format",
+                                            "unexpected observation key"))
+                continue
+            n = int(m.group(1))
+            k = 0
+            for speaker, recs in (obs[key] or {}).items():
+                for ri, rec in enumerate(recs):
+                    rw = f"{where}.observation.{key}.{speaker}[{ri}]"
+                    k += 1
+                    wid = f"{cid}:s{n}:o{k}"
+                    if not (isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], str)):
+                        res.problems.append(Problem(f, None, rw, "bad_format", "expected [text, evidence]"))
+                        continue
+                    ids = _ids(rec[1])
+                    if ids is None:
+                        res.problems.append(Problem(f, None, f"{rw}[1]", "bad_id",
+                                                    f"evidence {rec[1]!r} is neither an id, a list of ids "
+                                                    "nor a comma-separated string"))
+                        continue
+                    badids = [x for x in ids if not _DIA.fullmatch(x) or x not in session_of]
+                    if badids:
+                        res.problems.append(Problem(f, None, f"{rw}[1]", "bad_id",
+                                                    f"evidence id(s) {badids} malformed or not a turn of {cid}"))
+                        continue
+                    if n not in last_turn:
+                        res.problems.append(Problem(f, None, rw, "bad_format",
+                                                    f"observation of session {n}, which has no turns"))
+                        continue
+                    res.writes.append({
+                        "type": "write", "write_id": wid, "conversation_id": cid, "text": rec[0].strip(),
+                        "citations": list(dict.fromkeys(ids)), "last_seen_turn": last_turn[n],
+                        "time": conv.get(f"session_{n}_date_time"), "operation": "add", "round": 0,
+                        "meta": {"subject": speaker, "session": n},
+                    })
+    res.notes = {"samples": len(data)}
+    return res

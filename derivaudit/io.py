@@ -1,0 +1,363 @@
+"""Loading and validating memory logs (JSONL, schema v1), and atomic output files.
+
+Every command loads input through `load_log`, so a problem is reported the same way
+everywhere: file, line, field, what is wrong. Strict by default; `skip_invalid=True` keeps the
+valid records and returns the rest in `MemoryLog.skipped`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from .records import (
+    MAX_PASSAGES,
+    SCHEMA_VERSION,
+    Conversation,
+    MemoryLog,
+    Problem,
+    Source,
+    Turn,
+    Write,
+)
+
+SCHEMA_FILE = f"memory-log.v{SCHEMA_VERSION}.schema.json"
+_JSON_TYPES = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+    type(None): "null",
+}
+
+
+class LogError(Exception):
+    """Raised when input is invalid (strict mode) or unreadable (any mode)."""
+
+    def __init__(self, problems: Sequence[Problem]):
+        self.problems = list(problems)
+        head = "\n".join(str(p) for p in self.problems[:20])
+        more = len(self.problems) - 20
+        super().__init__(head + (f"\n... and {more} more" if more > 0 else ""))
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The shipped JSON Schema of one log line."""
+    return json.loads(resources.files("derivaudit.schemas").joinpath(SCHEMA_FILE).read_text("utf-8"))
+
+
+@cache
+def _validator(kind: str) -> Draft202012Validator:
+    s = schema()
+    return Draft202012Validator({"$defs": s["$defs"], "$ref": f"#/$defs/{kind}"})
+
+
+def _field_path(err: ValidationError) -> str | None:
+    parts: list[str] = []
+    for p in err.absolute_path:
+        if isinstance(p, int):
+            parts[-1] = f"{parts[-1]}[{p}]" if parts else f"[{p}]"
+        else:
+            parts.append(str(p))
+    return ".".join(parts) or None
+
+
+def _explain(err: ValidationError, kind: str) -> list[tuple[str | None, str, str]]:
+    """Turn a jsonschema error into (field, code, message) lines a person can act on."""
+    field = _field_path(err)
+    inst = err.instance
+    v = err.validator
+    if v == "required":
+        missing = [r for r in err.validator_value if r not in inst]
+        return [(m, "missing_field", f"required field of a {kind} is missing") for m in missing]
+    if v == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(inst) - set(allowed))
+        return [
+            (x, "unknown_field", f"not a field of a {kind} in schema v{SCHEMA_VERSION} "
+             f"(allowed: {', '.join(allowed)}; put extra data under 'meta')")
+            for x in extra
+        ]
+    if v == "type":
+        want = err.validator_value
+        want = " or ".join(want) if isinstance(want, list) else want
+        got = _JSON_TYPES.get(type(inst), type(inst).__name__)
+        return [(field, "wrong_type", f"expected {want}, got {got} {_short(inst)}")]
+    if v in ("minLength", "pattern"):
+        what = "text" if field and field.endswith("text") else "id"
+        return [(field, "empty_text" if what == "text" else "empty_id", f"{what} must not be empty or blank")]
+    if v == "uniqueItems":
+        return [(field, "duplicate_citation", "the same turn id is cited twice")]
+    if v == "maxItems":
+        return [(field, "too_many_citations",
+                 f"{len(inst)} citations; a view holds at most {MAX_PASSAGES} passages")]
+    if v == "const" and field == "schema_version":
+        return [(field, "unsupported_version",
+                 f"schema_version {_short(inst)} is not supported; this derivaudit reads version {SCHEMA_VERSION}")]
+    if v in ("enum", "const"):
+        allowed = err.validator_value if v == "enum" else [err.validator_value]
+        return [(field, "bad_value", f"{_short(inst)} is not one of {allowed}")]
+    if v == "minimum":
+        return [(field, "bad_value", f"must be >= {err.validator_value}, got {_short(inst)}")]
+    return [(field, "invalid", err.message)]
+
+
+def _short(x: Any) -> str:
+    s = json.dumps(x, ensure_ascii=False)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, Problem | None]]:
+    """Yield (line number, object, problem) for each non-blank line of a JSONL file."""
+    f = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise LogError([Problem(f, None, None, "file_not_found", "file does not exist")]) from None
+    except IsADirectoryError:
+        raise LogError([Problem(f, None, None, "unreadable", "is a directory, not a JSONL file")]) from None
+    except OSError as e:
+        raise LogError([Problem(f, None, None, "unreadable", f"cannot read: {e.strerror}")]) from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    lines = data.split(b"\n")
+    ends_clean = data.endswith(b"\n")
+    if ends_clean:
+        lines.pop()
+    last = len(lines)
+    for n, raw in enumerate(lines, start=1):
+        raw = raw.rstrip(b"\r")
+        if not raw.strip():
+            continue
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield n, None, Problem(f, n, None, "utf8", f"not valid UTF-8 (byte {e.start}: {e.reason})")
+            continue
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            if n == last and not ends_clean:
+                yield n, None, Problem(f, n, None, "truncated_line",
+                                       "last line is cut off (not valid JSON and no final newline): "
+                                       "was the export interrupted?")
+            else:
+                yield n, None, Problem(f, n, None, "invalid_json", f"invalid JSON: {e}")
+            continue
+        if not isinstance(obj, dict):
+            got = _JSON_TYPES.get(type(obj), type(obj).__name__)
+            yield n, None, Problem(f, n, None, "not_object", f"expected a JSON object, got {got}")
+            continue
+        yield n, obj, None
+
+
+def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem | None]],
+                   turns: list[Turn], writes: list[Write], problems: list[Problem]) -> None:
+    """Schema-check parsed lines and build records; problems go to `problems`."""
+    for n, obj, prob in items:
+        if prob is not None:
+            problems.append(prob)
+            continue
+        assert obj is not None
+        kind = obj.get("type")
+        if kind not in ("turn", "write", "header"):
+            msg = "missing" if kind is None else f"{_short(kind)} is not one of turn, write, header"
+            problems.append(Problem(f, n, "type", "missing_field" if kind is None else "bad_value", msg))
+            continue
+        errs = [
+            Problem(f, n, fld, code, msg)
+            for e in _validator(kind).iter_errors(obj)
+            for fld, code, msg in _explain(e, kind)
+        ]
+        if errs:
+            problems.extend(errs)
+            continue
+        src = Source(f, n)
+        if kind == "turn":
+            turns.append(Turn(
+                conversation_id=obj["conversation_id"], turn_id=obj["turn_id"], order=obj["order"],
+                speaker=obj["speaker"], text=obj["text"], time=obj.get("time"),
+                session=obj.get("session"), source=src,
+            ))
+        elif kind == "write":
+            writes.append(Write(
+                write_id=obj["write_id"], conversation_id=obj["conversation_id"], text=obj["text"],
+                citations=tuple(obj["citations"]), last_seen_turn=obj["last_seen_turn"],
+                time=obj.get("time"), source_id=obj.get("source_id"), parent_id=obj.get("parent_id"),
+                operation=obj.get("operation"), round=obj.get("round"), valid=obj.get("valid"),
+                verified_correction=obj.get("verified_correction"), meta=obj.get("meta"), source=src,
+            ))
+
+
+def _where(src: Source | None) -> str:
+    return f"{src.file}:{src.line}" if src else "?"
+
+
+def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem]) -> MemoryLog:
+    """Cross-record checks. Bad records are dropped here and their problems added to `problems`."""
+
+    def bad(rec: Turn | Write, fld: str | None, code: str, msg: str) -> None:
+        s = rec.source
+        problems.append(Problem(s.file if s else "?", s.line if s else None, fld, code, msg))
+
+    by_conv: dict[str, dict[str, Turn]] = {}
+    orders: dict[str, dict[int, Turn]] = {}
+    for t in turns:
+        seen = by_conv.setdefault(t.conversation_id, {})
+        if t.turn_id in seen:
+            bad(t, "turn_id", "duplicate_turn_id",
+                f"turn {t.turn_id!r} of conversation {t.conversation_id!r} already defined at "
+                f"{_where(seen[t.turn_id].source)}")
+            continue
+        ords = orders.setdefault(t.conversation_id, {})
+        if t.order in ords:
+            bad(t, "order", "duplicate_order",
+                f"order {t.order} of conversation {t.conversation_id!r} already used by turn "
+                f"{ords[t.order].turn_id!r} at {_where(ords[t.order].source)}")
+            continue
+        seen[t.turn_id] = t
+        ords[t.order] = t
+    convs = {cid: Conversation(cid, list(ts.values())) for cid, ts in by_conv.items()}
+
+    kept: list[Write] = []
+    seen_w: dict[str, Write] = {}
+    for w in writes:
+        if w.write_id in seen_w:
+            bad(w, "write_id", "duplicate_write_id",
+                f"write {w.write_id!r} already defined at {_where(seen_w[w.write_id].source)}")
+            continue
+        seen_w[w.write_id] = w
+        conv = convs.get(w.conversation_id)
+        if conv is None:
+            bad(w, "conversation_id", "conversation_without_turns",
+                f"conversation {w.conversation_id!r} has no turns in the loaded files "
+                "(pass the history file too, e.g. --history)")
+            continue
+        ok = True
+        point = conv.position.get(w.last_seen_turn)
+        if point is None:
+            bad(w, "last_seen_turn", "unknown_write_point",
+                f"turn {w.last_seen_turn!r} is not a turn of conversation {w.conversation_id!r}")
+            ok = False
+        for i, c in enumerate(w.citations):
+            pos = conv.position.get(c)
+            if pos is None:
+                bad(w, f"citations[{i}]", "unknown_citation",
+                    f"cites turn {c!r}, which is not a turn of conversation {w.conversation_id!r}")
+                ok = False
+            elif point is not None and pos > point:
+                bad(w, f"citations[{i}]", "citation_after_write",
+                    f"cites turn {c!r} (order {conv.turns[pos].order}), which comes after the write point "
+                    f"{w.last_seen_turn!r} (order {conv.turns[point].order}): leakage from the future")
+                ok = False
+        if ok:
+            kept.append(w)
+    return MemoryLog(conversations=convs, writes=kept)
+
+
+def check_log(paths: Sequence[str | Path]) -> tuple[MemoryLog, list[Problem]]:
+    """Load what is valid and return it with every problem found. File-level failures raise."""
+    turns: list[Turn] = []
+    writes: list[Write] = []
+    problems: list[Problem] = []
+    for p in paths:
+        _parse_objects(str(p), _read_lines(Path(p)), turns, writes, problems)
+    log = _assemble(turns, writes, problems)
+    problems.sort(key=lambda p: (p.file, p.line or 0))
+    return log, problems
+
+
+def check_rows(name: str, rows: Sequence[dict[str, Any]]) -> tuple[MemoryLog, list[Problem]]:
+    """Validate in-memory rows exactly as if they were lines 1..n of a file called `name`."""
+    turns: list[Turn] = []
+    writes: list[Write] = []
+    problems: list[Problem] = []
+    _parse_objects(name, ((i, r, None) for i, r in enumerate(rows, start=1)), turns, writes, problems)
+    log = _assemble(turns, writes, problems)
+    problems.sort(key=lambda p: (p.file, p.line or 0))
+    return log, problems
+
+
+def load_log(paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = False) -> MemoryLog:
+    """Load and validate a memory log. Strict: any problem raises LogError and nothing is returned."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    log, problems = check_log(paths)
+    if problems and not skip_invalid:
+        raise LogError(problems)
+    log.skipped = problems
+    return log
+
+
+# ---------------------------------------------------------------- output
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Write to a temp file beside `path` and rename it into place only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
+    """Atomically write rows as JSONL; returns the number written."""
+    n = 0
+    with atomic_writer(path) as fh:
+        for row in rows:
+            fh.write(orjson.dumps(row))
+            fh.write(b"\n")
+            n += 1
+    return n
+
+
+def turn_to_dict(t: Turn) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "type": "turn", "conversation_id": t.conversation_id, "turn_id": t.turn_id,
+        "order": t.order, "speaker": t.speaker, "text": t.text,
+    }
+    if t.time is not None:
+        d["time"] = t.time
+    if t.session is not None:
+        d["session"] = t.session
+    return d
+
+
+def write_to_dict(w: Write) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "type": "write", "write_id": w.write_id, "conversation_id": w.conversation_id, "text": w.text,
+        "citations": list(w.citations), "last_seen_turn": w.last_seen_turn,
+    }
+    for k in ("time", "source_id", "parent_id", "operation", "round", "valid", "verified_correction", "meta"):
+        v = getattr(w, k)
+        if v is not None:
+            d[k] = v
+    return d
+
+
+def header(producer: str) -> dict[str, Any]:
+    return {"type": "header", "schema_version": SCHEMA_VERSION, "producer": producer}

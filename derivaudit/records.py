@@ -1,0 +1,113 @@
+"""The data model: conversation turns, memory writes, and the problems found while loading them.
+
+Plain frozen dataclasses so that every later stage can pass them around, hash them and
+serialise them without a framework.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+MAX_PASSAGES = 16  # total evidence budget per view (seed 004, §3.1)
+MAX_RETRIEVED = 12  # BM25 passages added on top of the citations
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a record came from, so every message can point at file and line."""
+
+    file: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    conversation_id: str
+    turn_id: str
+    order: int
+    speaker: str
+    text: str
+    time: str | None = None
+    session: str | None = None
+    source: Source | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.conversation_id, self.turn_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    write_id: str
+    conversation_id: str
+    text: str
+    citations: tuple[str, ...]
+    last_seen_turn: str
+    time: str | None = None
+    source_id: str | None = None
+    parent_id: str | None = None
+    operation: str | None = None
+    round: int | None = None
+    valid: bool | None = None
+    verified_correction: bool | None = None
+    meta: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    source: Source | None = field(default=None, compare=False)
+
+
+@dataclass(slots=True)
+class Conversation:
+    """The turns of one conversation in time order, with lookups by id."""
+
+    conversation_id: str
+    turns: list[Turn]
+    position: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.turns.sort(key=lambda t: t.order)
+        self.position = {t.turn_id: i for i, t in enumerate(self.turns)}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with the input: enough to find it and fix it."""
+
+    file: str
+    line: int | None
+    field: str | None
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        what = f"{self.field}: " if self.field else ""
+        return f"{where}: {what}{self.message} [{self.code}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "field": self.field,
+            "code": self.code,
+            "message": self.message,
+        }
+
+
+@dataclass(slots=True)
+class MemoryLog:
+    """A validated memory log: conversations by id, writes in input order, and what was skipped."""
+
+    conversations: dict[str, Conversation]
+    writes: list[Write]
+    skipped: list[Problem] = field(default_factory=list)
+
+    def write(self, write_id: str) -> Write:
+        for w in self.writes:
+            if w.write_id == write_id:
+                return w
+        raise KeyError(write_id)
+
+    @property
+    def n_turns(self) -> int:
+        return sum(len(c.turns) for c in self.conversations.values())
