@@ -10,7 +10,7 @@ import contextlib
 import functools
 import sys
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -40,12 +40,12 @@ EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Fmt(str, Enum):
+class Fmt(StrEnum):
     table = "table"
     json = "json"
 
 
-class ViewsFmt(str, Enum):
+class ViewsFmt(StrEnum):
     table = "table"
     jsonl = "jsonl"
 

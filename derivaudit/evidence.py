@@ -34,7 +34,7 @@ some such t than that thatll the their theirs them themselves then there these t
 through to too under until up ve very was wasn wasnt we were weren werent what when where which
 while who whom why will with won wont wouldn wouldnt y you youd youll your youre yours yourself
 yourselves youve
-""".split())
+""".split())  # noqa: SIM905 (a word list reads better as text)
 _WORD = re.compile(r"\w+")
 
 

@@ -1,0 +1,139 @@
+"""Evidence views: the rules of seed 004 §3.1 / App. D, on fixtures and on random logs."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from derivaudit import EvidenceSettings, build_views, load_log, tokenize
+from derivaudit.evidence import ConversationIndex
+from derivaudit.io import check_rows
+
+
+def test_tokenize_documented_rules():
+    assert tokenize("The user MOVED to Boston, because of the new job!") == ["user", "moved", "boston", "new", "job"]
+    assert tokenize("I'm Sam's partner") == ["im", "sams", "partner"]
+    assert tokenize("...") == []
+
+
+def views_by_id(log, **kw):
+    return {v.write.write_id: v for v in build_views(log, EvidenceSettings(**kw))}
+
+
+def test_split_support_is_found_by_expansion(fixtures):
+    log = load_log(fixtures / "memories.jsonl")
+    v = views_by_id(log)["boston-2"]  # cites t3 ("accepted the job"); the move is in uncited t5
+    assert [t.turn_id for t in v.citation_only] == ["t3"]
+    ids = [t.turn_id for t in v.expanded]
+    assert "t5" in ids and "t3" in ids
+    assert "t5" in v.retrieved and "t3" not in v.retrieved
+    # the write point is t6: nothing later may appear
+    assert all(t.order <= 5 for t in v.expanded)
+
+
+def test_view_dict_marks_nothing_in_passages(fixtures):
+    log = load_log(fixtures / "memories.jsonl")
+    d = views_by_id(log)["academy-2"].to_dict()
+    for p in d["expanded"]:
+        assert set(p) == {"turn_id", "order", "speaker", "text", "time", "session"}
+    assert d["provenance"]["cited"] == ["s3"]
+    assert set(d["provenance"]["retrieved"]) <= {p["turn_id"] for p in d["expanded"]}
+
+
+def _conv_rows(n_turns: int, text_of) -> list[dict]:
+    return [{"type": "turn", "conversation_id": "c", "turn_id": f"t{i}", "order": i, "speaker": "A",
+             "text": text_of(i)} for i in range(n_turns)]
+
+
+def test_search_limited_only_when_cap_hit_with_relevant_leftovers():
+    # 30 turns all about apples: more relevant passages than the budget -> search-limited
+    rows = _conv_rows(30, lambda i: f"apple orchard visit number {i}")
+    rows.append({"type": "write", "write_id": "w", "conversation_id": "c", "text": "visits the apple orchard",
+                 "citations": ["t0"], "last_seen_turn": "t29"})
+    log, problems = check_rows("mem", rows)
+    assert not problems
+    v = next(build_views(log))
+    assert len(v.retrieved) == 12 and len(v.expanded) == 13
+    assert v.search_limited
+    # only 3 turns mention the query terms: cap never hit -> not limited
+    rows2 = _conv_rows(30, lambda i: "apple orchard" if i < 3 else f"weather talk {i}")
+    rows2.append({**rows[-1]})
+    log2, _ = check_rows("mem", rows2)
+    v2 = next(build_views(log2))
+    assert v2.retrieved == ("t1", "t2") and not v2.search_limited
+
+def test_search_limited_floor():
+    # 13 strong matches (t0 cited + 12 retrieved) and 17 weak ones that share only "apple":
+    # the cap is hit, but what is left out scores far below the top.
+    rows = _conv_rows(30, lambda i: "apple orchard cider press" if i < 13 else f"apple weather chat {i}")
+    rows.append({"type": "write", "write_id": "w", "conversation_id": "c", "text": "apple orchard cider press",
+                 "citations": ["t0"], "last_seen_turn": "t29"})
+    log, _ = check_rows("mem", rows)
+    strict = next(build_views(log, EvidenceSettings(limit_floor=0.5)))
+    assert strict.retrieved == tuple(f"t{i}" for i in range(1, 13))
+    assert not strict.search_limited
+    assert next(build_views(log, EvidenceSettings(limit_floor=0.01))).search_limited
+
+
+def test_no_query_terms_or_empty_budget():
+    rows = _conv_rows(5, lambda i: f"alpha {i}")
+    rows.append({"type": "write", "write_id": "w", "conversation_id": "c", "text": "the and of",
+                 "citations": [], "last_seen_turn": "t4"})
+    log, _ = check_rows("mem", rows)
+    v = next(build_views(log))
+    assert v.citation_only == () and v.expanded == () and not v.search_limited
+    idx = ConversationIndex(log.conversations["c"])
+    w = log.writes[0]
+    assert idx.views(w, EvidenceSettings(max_retrieved=0)).expanded == ()
+
+
+# ---------------------------------------------------------------- property tests
+
+WORDS = ["apple", "boston", "job", "move", "cello", "sam", "garden", "chef", "club", "knee", "the", "a"]
+
+
+@st.composite
+def random_logs(draw):
+    rows: list[dict] = []
+    n_conv = draw(st.integers(1, 3))
+    for c in range(n_conv):
+        n = draw(st.integers(1, 40))
+        orders = draw(st.permutations(list(range(n * 3))))[:n]
+        for i in range(n):
+            words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=8))
+            rows.append({"type": "turn", "conversation_id": f"c{c}", "turn_id": f"c{c}t{i}",
+                         "order": orders[i], "speaker": "S", "text": " ".join(words)})
+        by_order = sorted(range(n), key=lambda i: orders[i])
+        for k in range(draw(st.integers(0, 6))):
+            point = draw(st.integers(0, n - 1))
+            pre = [f"c{c}t{i}" for i in by_order[: point + 1]]
+            cites = draw(st.lists(st.sampled_from(pre), unique=True, max_size=min(16, len(pre))))
+            text = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6)))
+            rows.append({"type": "write", "write_id": f"c{c}w{k}", "conversation_id": f"c{c}", "text": text,
+                         "citations": cites, "last_seen_turn": f"c{c}t{by_order[point]}"})
+    return rows
+
+
+@settings(max_examples=150, deadline=None)
+@given(random_logs(), st.integers(0, 12), st.integers(1, 16), st.floats(0, 1))
+def test_view_invariants(rows, max_retrieved, max_passages, floor):
+    log, problems = check_rows("random", rows)
+    assert problems == []
+    es = EvidenceSettings(max_retrieved=max_retrieved, max_passages=max(max_passages, 16), limit_floor=floor)
+    for v in build_views(log, es):
+        conv = log.conversations[v.write.conversation_id]
+        point = conv.turns[conv.position[v.write.last_seen_turn]].order
+        cited = set(v.write.citations)
+        for view in (v.citation_only, v.expanded):
+            orders = [t.order for t in view]
+            assert all(o <= point for o in orders), "post-write turn in a view"
+            assert orders == sorted(orders) and len(set(orders)) == len(orders), "not in time order"
+            assert len(view) <= 16
+            assert cited <= {t.turn_id for t in view}, "a cited passage is missing"
+        assert {t.turn_id for t in v.citation_only} == cited
+        assert set(v.citation_only) <= set(v.expanded)
+        assert len(v.retrieved) <= es.max_retrieved
+        assert set(v.retrieved).isdisjoint(cited)
+        assert {t.turn_id for t in v.expanded} == cited | set(v.retrieved)
+        if v.search_limited:
+            assert len(v.retrieved) == min(es.max_retrieved, 16 - len(cited))

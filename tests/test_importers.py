@@ -1,0 +1,113 @@
+"""Importers: LoCoMo counts on the real data, mem0 and graphiti on hand-written exports."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from derivaudit import LogError, load_log
+from derivaudit.importers import run_import
+
+
+@pytest.mark.slow
+def test_locomo_counts(locomo_path, tmp_path):
+    out = tmp_path / "locomo.jsonl"
+    log, _ = run_import("locomo", locomo_path, out)
+    assert len(log.conversations) == 10
+    assert log.n_turns == 5882
+    assert len(log.writes) == 2541
+    again = load_log(out)  # what was written loads clean
+    assert len(again.writes) == 2541 and again.n_turns == 5882
+    conv26 = again.conversations["conv-26"]
+    assert conv26.turns[0].time == "1:56 pm on 8 May, 2023"
+    assert sum(w.conversation_id == "conv-26" for w in again.writes) == 184
+    # a comma-separated evidence string became three citations
+    multi = [w for w in again.writes if w.citations == ("D26:14", "D26:34", "D26:42")]
+    assert len(multi) == 1
+    # the write point is the last turn of the observation's session
+    w = again.write("conv-26:s1:o1")
+    assert w.last_seen_turn == "D1:18" and w.citations == ("D1:3",)
+
+
+def _locomo(evidence) -> list:
+    return [{
+        "sample_id": "s1",
+        "conversation": {
+            "speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1 May 2023",
+            "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "hi"},
+                          {"speaker": "B", "dia_id": "D1:2", "text": "hello", "blip_caption": "a cat"}],
+        },
+        "observation": {"session_1_observation": {"A": [["A greeted B.", evidence]]}},
+    }]
+
+
+@pytest.mark.parametrize("evidence", ["D1:1", ["D1:1", "D1:2"], "D1:1, D1:2"])
+def test_locomo_evidence_forms(tmp_path, evidence):
+    src = tmp_path / "l.json"
+    src.write_text(json.dumps(_locomo(evidence)))
+    log, _ = run_import("locomo", src, tmp_path / "o.jsonl")
+    assert log.writes[0].citations[0] == "D1:1"
+    assert log.conversations["s1"].turns[1].text == "hello [shares image: a cat]"
+
+
+@pytest.mark.parametrize("evidence", ["D:11:26", "D1:9", "D8:6; D9:17", 7])
+def test_locomo_malformed_evidence_is_reported_not_guessed(tmp_path, evidence):
+    src = tmp_path / "l.json"
+    src.write_text(json.dumps(_locomo(evidence)))
+    out = tmp_path / "o.jsonl"
+    with pytest.raises(LogError) as e:
+        run_import("locomo", src, out)
+    (p,) = e.value.problems
+    assert p.code == "bad_id" and "observation.session_1_observation.A[0][1]" in p.field
+    assert not out.exists()
+    log, _ = run_import("locomo", src, out, skip_invalid=True)
+    assert log.writes == [] and len(log.skipped) == 1
+
+
+def test_mem0_history(fixtures, tmp_path):
+    log, notes = run_import("mem0", fixtures / "mem0_history.json", tmp_path / "m.jsonl")
+    assert notes["deleted_events"] == 1
+    assert sorted(log.conversations) == ["alice", "bob"]
+    assert [t.text for t in log.conversations["alice"].turns][0].startswith("I stopped eating meat")
+    assert log.conversations["alice"].turns.__len__() == 3  # the shared add() call is not duplicated
+    upd = log.write("h3")
+    assert (upd.operation, upd.parent_id, upd.round, upd.source_id) == ("update", "h1", 1, "m-diet")
+    assert upd.citations == ("t3",)
+    assert log.write("h2").citations == ("t1", "t2")
+
+
+def test_mem0_entry_without_input(tmp_path):
+    src = tmp_path / "m.json"
+    src.write_text(json.dumps([{"id": "x", "event": "ADD", "new_memory": "m", "user_id": "u"}]))
+    with pytest.raises(LogError) as e:
+        run_import("mem0", src, tmp_path / "o.jsonl")
+    assert e.value.problems[0].field == "[0].input"
+
+
+def test_graphiti_export(fixtures, tmp_path):
+    log, _ = run_import("graphiti", fixtures / "graphiti_export.json", tmp_path / "g.jsonl")
+    kate = log.conversations["kate"]
+    assert [t.turn_id for t in kate.turns] == ["ep-1", "ep-2", "ep-3", "ep-4"]
+    assert kate.turns[0].speaker == "Kate" and kate.turns[0].text.startswith("I joined")
+    e1 = log.write("e-1")
+    assert e1.citations == ("ep-1", "ep-2") and e1.last_seen_turn == "ep-2" and e1.valid is False
+    assert log.write("e-4").valid is True
+
+
+def test_graphiti_edge_with_unknown_episode(fixtures, tmp_path):
+    data = json.loads((fixtures / "graphiti_export.json").read_text())
+    data["edges"][1]["episodes"] = ["ep-404"]
+    src = tmp_path / "g.json"
+    src.write_text(json.dumps(data))
+    with pytest.raises(LogError) as e:
+        run_import("graphiti", src, tmp_path / "o.jsonl")
+    assert e.value.problems[0].field == "edges[1].episodes"
+
+
+def test_import_of_broken_json(tmp_path):
+    src = tmp_path / "x.json"
+    src.write_text("[1, 2")
+    with pytest.raises(LogError) as e:
+        run_import("locomo", src, tmp_path / "o.jsonl")
+    assert e.value.problems[0].code == "invalid_json"

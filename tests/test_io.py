@@ -1,0 +1,159 @@
+"""Loader and validator: every bad-input case gets its own clear message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from derivaudit import LogError, check_log, load_log
+from derivaudit.io import atomic_writer, schema
+
+TURNS = [
+    {"type": "turn", "conversation_id": "c", "turn_id": f"t{i}", "order": i, "speaker": "A", "text": f"turn {i}"}
+    for i in range(1, 4)
+]
+
+
+def write(path: Path, rows: list[dict] | list[str], raw_tail: bytes = b"") -> Path:
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
+    path.write_bytes(("\n".join(lines) + "\n").encode() + raw_tail)
+    return path
+
+
+def wr(**kw) -> dict:
+    base = {"type": "write", "write_id": "w1", "conversation_id": "c", "text": "memory",
+            "citations": ["t1"], "last_seen_turn": "t2"}
+    base.update(kw)
+    return base
+
+
+def problems_of(path: Path) -> list:
+    _, problems = check_log([path])
+    return problems
+
+
+def only(path: Path):
+    ps = problems_of(path)
+    assert len(ps) == 1, [str(p) for p in ps]
+    return ps[0]
+
+
+def test_valid_fixture_loads(fixtures):
+    log = load_log(fixtures / "memories.jsonl")
+    assert len(log.conversations) == 3
+    assert len(log.writes) == 24
+    assert log.skipped == []
+    boston = log.conversations["boston"]
+    assert [t.order for t in boston.turns] == sorted(t.order for t in boston.turns)
+
+
+@pytest.mark.parametrize(
+    ("rows", "line", "field", "code"),
+    [
+        ([*TURNS, '{"type": "write", "write_id": '], 4, None, "invalid_json"),
+        ([*TURNS, {k: v for k, v in wr().items() if k != "text"}], 4, "text", "missing_field"),
+        ([*TURNS, wr(citations="t1")], 4, "citations", "wrong_type"),
+        ([*TURNS, {**TURNS[0], "turn_id": "t9", "order": "9"}], 4, "order", "wrong_type"),
+        ([*TURNS, wr(text="   ")], 4, "text", "empty_text"),
+        ([*TURNS, wr(text="")], 4, "text", "empty_text"),
+        ([*TURNS, {**TURNS[0], "order": 7}], 4, "turn_id", "duplicate_turn_id"),
+        ([*TURNS, {**TURNS[0], "turn_id": "t7"}], 4, "order", "duplicate_order"),
+        ([*TURNS, wr(), wr(text="again")], 5, "write_id", "duplicate_write_id"),
+        ([*TURNS, wr(citations=["t1", "t9"])], 4, "citations[1]", "unknown_citation"),
+        ([*TURNS, wr(citations=["t3"])], 4, "citations[0]", "citation_after_write"),
+        ([*TURNS, wr(last_seen_turn="t9")], 4, "last_seen_turn", "unknown_write_point"),
+        ([*TURNS, wr(conversation_id="other")], 4, "conversation_id", "conversation_without_turns"),
+        ([*TURNS, wr(citaton=["t1"])], 4, "citaton", "unknown_field"),
+        ([*TURNS, wr(operation="merge")], 4, "operation", "bad_value"),
+        ([*TURNS, wr(citations=["t1", "t1"])], 4, "citations", "duplicate_citation"),
+        ([*TURNS, {"type": "memory"}], 4, "type", "bad_value"),
+        ([*TURNS, {"text": "no type"}], 4, "type", "missing_field"),
+        ([*TURNS, "[1, 2]"], 4, None, "not_object"),
+        ([{"type": "header", "schema_version": 2}, *TURNS], 1, "schema_version", "unsupported_version"),
+    ],
+)
+def test_each_problem_is_named(tmp_path, rows, line, field, code):
+    p = only(write(tmp_path / "log.jsonl", rows))
+    assert (p.line, p.field, p.code) == (line, field, code)
+    assert p.file.endswith("log.jsonl")
+    assert p.message
+
+
+def test_truncated_last_line(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(json.dumps(t).encode() for t in TURNS) + b'\n{"type": "write", "wri')
+    p = only(path)
+    assert (p.line, p.code) == (4, "truncated_line")
+    assert "cut off" in p.message
+
+
+def test_valid_last_line_without_newline_is_fine(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(json.dumps(t).encode() for t in [*TURNS, wr()]))
+    assert problems_of(path) == []
+
+
+def test_invalid_utf8(tmp_path):
+    path = write(tmp_path / "log.jsonl", TURNS, raw_tail=b'{"type": "turn", "text": "caf\xe9"}\n')
+    p = only(path)
+    assert (p.line, p.code) == (4, "utf8")
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(LogError) as e:
+        load_log(tmp_path / "nope.jsonl")
+    assert e.value.problems[0].code == "file_not_found"
+    with pytest.raises(LogError) as e:
+        load_log(tmp_path)
+    assert e.value.problems[0].code == "unreadable"
+
+
+def test_malformed_fixture_reports_every_line(fixtures):
+    _, problems = check_log([fixtures / "malformed.jsonl"])
+    codes = {p.line: p.code for p in problems}
+    assert codes == {
+        4: "invalid_json", 5: "missing_field", 6: "wrong_type", 7: "empty_text", 8: "duplicate_turn_id",
+        10: "duplicate_write_id", 11: "unknown_citation", 12: "citation_after_write",
+        13: "unknown_write_point", 14: "conversation_without_turns", 15: "utf8", 16: "truncated_line",
+    }
+
+
+def test_strict_raises_and_skip_invalid_counts(fixtures):
+    with pytest.raises(LogError) as e:
+        load_log(fixtures / "malformed.jsonl")
+    assert len(e.value.problems) == 12
+    log = load_log(fixtures / "malformed.jsonl", skip_invalid=True)
+    assert [w.write_id for w in log.writes] == ["w2"]
+    assert len(log.skipped) == 12
+    assert {t.turn_id for t in log.conversations["c"].turns} == {"t1", "t2", "t3"}
+
+
+def test_turns_and_writes_in_two_files(tmp_path):
+    hist = write(tmp_path / "history.jsonl", TURNS)
+    mem = write(tmp_path / "writes.jsonl", [wr(), wr(write_id="w2", citations=["t1", "t2"])])
+    with pytest.raises(LogError):
+        load_log(mem)
+    log = load_log([hist, mem])
+    assert [w.citations for w in log.writes] == [("t1",), ("t1", "t2")]
+
+
+def test_schema_file_is_valid_json_schema():
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(schema())
+    v = Draft202012Validator(schema())
+    assert v.is_valid(TURNS[0])
+    assert v.is_valid(wr())
+    assert not v.is_valid(wr(text=""))
+
+
+def test_atomic_writer_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.jsonl"
+    target.write_text("old\n")
+    with pytest.raises(RuntimeError), atomic_writer(target) as fh:
+        fh.write(b"partial")
+        raise RuntimeError("boom")
+    assert target.read_text() == "old\n"
+    assert list(tmp_path.iterdir()) == [target]
