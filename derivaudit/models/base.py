@@ -1,0 +1,148 @@
+"""The one interface every model backend implements, and the paper's log-odds scoring rule.
+
+A verdict is read, never sampled (seed 004, App. F): one forward pass, the log-probabilities of
+the first generated token, and score = log p(yes) - log p(no), each word summed over the
+tokenizer's variants (case, leading space). Only the top-k (default 100) are looked at:
+- neither word among them -> a scoring error (counted and reported, never a middle score);
+- only one word among them -> the missing word's log-probability is bounded from above by the
+  k-th (smallest shown) log-probability, and the score is flagged `bounded`. The bound makes the
+  score conservative in magnitude: the true log-odds is at least as extreme as reported.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+YES, NO = "yes", "no"
+DEFAULT_TOP_K = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A user message split into the part shared by every prompt of one memory (evidence and
+    record) and the view-specific part. Backends render `shared + task` through the model's
+    chat template; the split lets them compute the shared prefix once."""
+
+    shared: str
+    task: str
+    system: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.shared + self.task
+
+    def messages(self) -> list[dict[str, str]]:
+        msgs = [{"role": "system", "content": self.system}] if self.system else []
+        return [*msgs, {"role": "user", "content": self.text}]
+
+
+@dataclass(slots=True)
+class Score:
+    """One verdict. `logodds` is None exactly when `error` is set."""
+
+    logodds: float | None
+    logp_yes: float | None = None
+    logp_no: float | None = None
+    bounded: bool = False
+    error: str | None = None
+    k: int = DEFAULT_TOP_K
+    top: list[tuple[str, float]] = field(default_factory=list)  # the 5 most likely first tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Score:
+        d = dict(d)
+        d["top"] = [tuple(x) for x in d.get("top", [])]
+        return cls(**d)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def logsumexp(xs: Iterable[float]) -> float:
+    xs = list(xs)
+    m = max(xs)
+    return m + math.log(sum(math.exp(x - m) for x in xs))
+
+
+def score_from_top(
+    top: Sequence[tuple[Hashable, float]],
+    yes: set[Hashable],
+    no: set[Hashable],
+    k: int,
+    label: Any = str,
+) -> Score:
+    """Apply the scoring rule to the top-k (token, logprob) pairs of the first generated token,
+    sorted by decreasing log-probability. `yes`/`no` are the variant tokens of each word."""
+    top = list(top)[:k]
+    preview = [(str(label(t)), round(lp, 4)) for t, lp in top[:5]]
+    ly = [lp for t, lp in top if t in yes]
+    ln = [lp for t, lp in top if t in no]
+    if not ly and not ln:
+        return Score(None, error=f"neither yes nor no among the top {len(top)} tokens", k=k, top=preview)
+    floor = top[-1][1]
+    lpy = logsumexp(ly) if ly else floor
+    lpn = logsumexp(ln) if ln else floor
+    return Score(lpy - lpn, lpy, lpn, bounded=not (ly and ln), k=k, top=preview)
+
+
+def word_variants(word: str) -> list[str]:
+    """Surface forms of a verdict word that count as that word: case and a leading space."""
+    forms = dict.fromkeys([word.lower(), word.capitalize(), word.upper()])
+    return [p + f for f in forms for p in ("", " ")]
+
+
+@dataclass
+class Usage:
+    """What a backend did, for benchmarks and run metadata."""
+
+    prompts: int = 0
+    prompt_tokens: int = 0  # tokens in all rendered prompts
+    computed_tokens: int = 0  # tokens actually run through the model (less with prefix reuse)
+    generated_tokens: int = 0
+    calls: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Backend(ABC):
+    """A causal LM that can score yes/no verdicts and generate short text.
+
+    Subclasses register themselves in `derivaudit.models.BACKENDS` by `name`.
+    """
+
+    name: str = ""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+
+    @abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """Everything about the model that changes an answer: backend, model id and revision or
+        file hash, chat-template hash. Used in cache keys and run metadata."""
+
+    @abstractmethod
+    def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
+        """Log-odds verdicts, one per prompt, in order."""
+
+    @abstractmethod
+    def generate(
+        self, prompts: Sequence[Prompt], max_new_tokens: int = 256, json_schema: dict[str, Any] | None = None
+    ) -> list[str]:
+        """Greedy (temperature 0) completions, one per prompt. `json_schema` constrains the output
+        where the backend supports structured output; callers validate either way."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release model memory or connections."""
+
+
+class BackendError(RuntimeError):
+    """A backend cannot run: missing optional package, unreachable server, bad model path."""

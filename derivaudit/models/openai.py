@@ -1,0 +1,142 @@
+"""OpenAI-compatible HTTP backend: one or several servers (`vllm serve`, llama.cpp's server).
+
+For users who outgrow one machine: run `vllm serve MODEL --max-logprobs 100` on each box (or one
+data-parallel / multi-node deployment) and pass every `--base-url`. Requests are sharded by the
+prompt's shared evidence block, so all views of one memory hit the same server's prefix cache.
+Concurrency is bounded; 429, 5xx, timeouts and connection errors are retried with exponential
+backoff (honouring Retry-After). `top_logprobs` is capped at what the server allows (vLLM's
+default cap is 20; OpenAI's API allows 20); the cap used is recorded with every score.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from .base import DEFAULT_TOP_K, NO, YES, Backend, BackendError, Prompt, Score, score_from_top, word_variants
+
+RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class OpenAIBackend(Backend):
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_urls: Sequence[str] = ("http://127.0.0.1:8000/v1",),
+        api_key: str | None = None,
+        top_logprobs: int = 20,
+        concurrency: int = 8,
+        timeout: float = 120.0,
+        max_retries: int = 5,
+        backoff: float = 0.5,
+        seed: int = 0,
+    ):
+        super().__init__()
+        if not base_urls:
+            raise BackendError("the openai backend needs at least one --base-url")
+        self.model = model
+        self.base_urls = [u.rstrip("/") for u in base_urls]
+        self.top_logprobs = top_logprobs
+        self.concurrency = max(1, concurrency)
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.seed = seed
+        key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self.client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"},
+                                   limits=httpx.Limits(max_connections=self.concurrency * len(self.base_urls)))
+        self.yes = set(word_variants(YES))
+        self.no = set(word_variants(NO))
+        self.retries = 0
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": self.name, "model": self.model, "top_logprobs_cap": self.top_logprobs}
+
+    def _server(self, prompt: Prompt) -> str:
+        h = int.from_bytes(hashlib.sha256(prompt.shared.encode()).digest()[:8], "big")
+        return self.base_urls[h % len(self.base_urls)]
+
+    def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            try:
+                r = self.client.post(f"{url}/chat/completions", json=body)
+            except (httpx.TimeoutException, httpx.TransportError) as e:
+                last = f"{type(e).__name__}: {e}"
+                wait = self.backoff * 2**attempt
+            else:
+                if r.status_code == 200:
+                    return r.json()
+                last = f"HTTP {r.status_code}: {r.text[:300]}"
+                if r.status_code not in RETRY_STATUS:
+                    raise BackendError(f"{url} refused the request: {last}")
+                try:
+                    wait = float(r.headers.get("retry-after", ""))
+                except ValueError:
+                    wait = self.backoff * 2**attempt
+            if attempt < self.max_retries:
+                self.retries += 1
+                time.sleep(min(wait, 30.0))
+        raise BackendError(f"{url} failed after {self.max_retries + 1} attempts: {last}")
+
+    def _body(self, prompt: Prompt, **extra: Any) -> dict[str, Any]:
+        return {"model": self.model, "messages": prompt.messages(), "temperature": 0, "seed": self.seed,
+                "chat_template_kwargs": {"enable_thinking": False}, **extra}
+
+    def _map(self, fn, prompts: Sequence[Prompt]) -> list[Any]:
+        with ThreadPoolExecutor(max_workers=self.concurrency * len(self.base_urls)) as pool:
+            return list(pool.map(fn, prompts))
+
+    def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
+        k_used = min(k, self.top_logprobs)
+
+        def one(p: Prompt) -> Score:
+            url = self._server(p)
+            data = self._post(url, self._body(p, max_tokens=1, logprobs=True, top_logprobs=k_used))
+            try:
+                first = data["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            except (KeyError, IndexError, TypeError):
+                raise BackendError(
+                    f"{url} returned no logprobs for model {self.model!r}; the server must support "
+                    "logprobs/top_logprobs on chat completions (vLLM: start it with --max-logprobs >= "
+                    f"{k_used})"
+                ) from None
+            usage = data.get("usage") or {}
+            self.usage.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            details = usage.get("prompt_tokens_details") or {}
+            self.usage.computed_tokens += int(usage.get("prompt_tokens") or 0) - int(details.get("cached_tokens") or 0)
+            top = sorted(((t["token"], float(t["logprob"])) for t in first), key=lambda x: -x[1])
+            return score_from_top(top, self.yes, self.no, k_used)
+
+        out = self._map(one, prompts)
+        self.usage.prompts += len(prompts)
+        self.usage.calls += len(prompts)
+        return out
+
+    def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 256,
+                 json_schema: dict[str, Any] | None = None) -> list[str]:
+        extra: dict[str, Any] = {"max_tokens": max_new_tokens}
+        if json_schema is not None:
+            extra["response_format"] = {"type": "json_schema",
+                                        "json_schema": {"name": "output", "schema": json_schema}}
+
+        def one(p: Prompt) -> str:
+            data = self._post(self._server(p), self._body(p, **extra))
+            self.usage.generated_tokens += int((data.get("usage") or {}).get("completion_tokens") or 0)
+            return str(data["choices"][0]["message"].get("content") or "").strip()
+
+        out = self._map(one, prompts)
+        self.usage.prompts += len(prompts)
+        self.usage.calls += len(prompts)
+        return out
+
+    def close(self) -> None:
+        self.client.close()
