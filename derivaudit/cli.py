@@ -228,3 +228,138 @@ def import_(
     extra = "".join(f", {k}: {v}" for k, v in notes.items())
     err.print(f"[green]wrote[/green] {escape(str(output))}: {len(log.conversations)} conversations, "
               f"{log.n_turns} turns, {len(log.writes)} writes{escape(extra)}")
+
+
+# ---------------------------------------------------------------- model-using commands
+
+BackendOpt = Annotated[str, typer.Option("--backend", help="transformers (CPU/GPU), vllm (local GPU) or "
+                                         "openai (OpenAI-compatible servers).")]
+ModelOpt = Annotated[str, typer.Option("--model", help="smollm2 (embedded, offline), a .gguf file, a model "
+                                       "folder, a hub id, or the served model name (openai).")]
+BaseUrlOpt = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible server URL, e.g. "
+                                                      "http://gpu1:8000/v1 (repeat for a fleet).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
+TopLogprobsOpt = Annotated[int | None, typer.Option("--top-logprobs", help="openai: top_logprobs to request "
+                                                    "(the server's cap; default 20).", min=1, max=100)]
+
+
+def open_backend(backend: str, model: str, base_url: list[str] | None, no_cache: bool,
+                 top_logprobs: int | None = None):
+    from .models import BACKENDS, BackendError, load_backend
+
+    if backend not in BACKENDS:
+        err.print(f"[red]error[/red]: unknown backend {escape(backend)!r} (known: {', '.join(BACKENDS)})")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    opts: dict[str, Any] = {}
+    if backend == "openai":
+        opts = {"base_urls": base_url or ["http://127.0.0.1:8000/v1"], "top_logprobs": top_logprobs}
+    elif base_url:
+        err.print("[red]error[/red]: --base-url is only for --backend openai")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    try:
+        with err.status(f"loading {escape(model)} ({backend})"):
+            return load_backend(backend, model, cache=not no_cache, **opts)
+    except BackendError as e:
+        err.print(f"[red]error[/red]: {escape(str(e))}")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+def _read_passages(path: Path) -> list[dict[str, Any]]:
+    """Evidence for `check`: JSONL objects with at least `text` (speaker/time optional), or plain
+    text with one passage per line."""
+    try:
+        lines = [x for x in path.read_text("utf-8").splitlines() if x.strip()]
+    except (OSError, UnicodeDecodeError) as e:
+        raise LogError([Problem(str(path), None, None, "unreadable", f"cannot read evidence: {e}")]) from None
+    passages = []
+    for n, line in enumerate(lines, start=1):
+        if line.lstrip().startswith("{"):
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                raise LogError([Problem(str(path), n, None, "invalid_json", f"invalid JSON: {e}")]) from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or not obj["text"].strip():
+                raise LogError([Problem(str(path), n, "text", "missing_field", "passage needs a non-empty text")])
+            passages.append(obj)
+        else:
+            passages.append({"text": line})
+    return passages
+
+
+@app.command()
+@handles_bad_input
+def check(
+    record: Annotated[str, typer.Option("--record", help="The memory text to verify.")],
+    evidence: Annotated[Path, typer.Option("--evidence", help="Passages: JSONL with text/speaker/time, or "
+                                           "plain text, one passage per line, in time order.")],
+    view: Annotated[str, typer.Option("--view", help="Verification view.")] = "holistic",
+    backend: BackendOpt = "transformers",
+    model: ModelOpt = "smollm2",
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """Score one record against passages with one view and print the verdict (log-odds, argmax)."""
+    from .views import VIEWS, evidence_block, get_view
+
+    if view not in VIEWS:
+        err.print(f"[red]error[/red]: unknown view {escape(view)!r} (known: {', '.join(VIEWS)})")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if not record.strip():
+        err.print("[red]error[/red]: --record is empty")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    passages = _read_passages(evidence)
+    be = open_backend(backend, model, base_url, no_cache, top_logprobs)
+    prompts = get_view(view).prompts(evidence_block(record, passages))
+    (score,) = be.score(prompts)
+    doc = {"record": record, "view": view, "passages": len(passages), "model": be.identity(), **score.to_dict(),
+           "decision": None if score.logodds is None else ("admit" if score.logodds > 0 else "reject"),
+           "operating_point": "argmax (log-odds > 0)"}
+    if format is Fmt.json:
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    elif score.error:
+        out.print(f"[red]scoring error[/red]: {escape(score.error)}; top tokens: {escape(str(score.top))}")
+    else:
+        t = Table(show_header=False)
+        t.add_row("record", escape(record))
+        t.add_row("view", view)
+        t.add_row("log-odds", f"{score.logodds:+.3f}" + (" (bounded)" if score.bounded else ""))
+        t.add_row("log p(yes) / log p(no)", f"{score.logp_yes:.3f} / {score.logp_no:.3f}")
+        t.add_row("decision (argmax)", doc["decision"])
+        t.add_row("top tokens", escape(", ".join(f"{tok!r} {lp:.2f}" for tok, lp in score.top)))
+        out.print(t)
+    be.close()
+    raise typer.Exit(EXIT_OK if score.ok else EXIT_BAD_INPUT)
+
+
+cache_app = typer.Typer(help="The persistent model-result cache ($DERIVAUDIT_HOME/cache.sqlite).",
+                        no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("stats")
+def cache_stats(format: Annotated[Fmt, typer.Option("--format")] = Fmt.table) -> None:
+    """Entries and size of the result cache, by backend, model and kind."""
+    from .models.cache import ResultCache
+
+    st = ResultCache().stats()
+    if format is Fmt.json:
+        sys.stdout.buffer.write(orjson.dumps(st, option=orjson.OPT_INDENT_2) + b"\n")
+        return
+    out.print(f"{escape(st['path'])}: {st['entries']} entries, {st['bytes'] / 1e6:.1f} MB")
+    t = Table("backend", "model", "kind", "entries")
+    for r in st["by_model"]:
+        t.add_row(escape(r["backend"]), escape(r["model"]), r["kind"], str(r["entries"]))
+    out.print(t)
+
+
+@cache_app.command("clear")
+def cache_clear(
+    model: Annotated[str | None, typer.Option("--model", help="Only entries whose model contains this.")] = None,
+) -> None:
+    """Delete cached results (all, or one model's)."""
+    from .models.cache import ResultCache
+
+    n = ResultCache().clear(model)
+    err.print(f"deleted {n} cached result(s)")

@@ -101,7 +101,7 @@ class TransformersBackend(Backend):
         super().__init__()
         try:
             import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers import AutoConfig, AutoTokenizer
         except ImportError as e:  # pragma: no cover - both are dependencies
             raise BackendError(f"the transformers backend needs torch and transformers: {e}") from e
         self.torch = torch
@@ -111,18 +111,21 @@ class TransformersBackend(Backend):
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         tdtype = getattr(torch, dtype) if dtype else (torch.float32 if self.device == "cpu" else torch.bfloat16)
         self.spec = model
+        self.dtype = tdtype
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
         folder, ident = self._resolve(model)
+        self._folder, self._model_opts = folder, ident.pop("_mload", {})
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(folder, **ident.pop("_load", {}))
-            self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=tdtype, **ident.pop("_mload", {}))
-        except OSError as e:
+            config = AutoConfig.from_pretrained(folder, **self._model_opts)
+        except (OSError, ValueError) as e:
             raise BackendError(f"cannot load model {model!r}: {e}") from e
-        self.model.to(self.device).eval()
-        params = inspect.signature(self.model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"  # renamed in transformers 5.x
-        self._keep_kw = "logits_to_keep" if "logits_to_keep" in params else None
+        self._model: Any = None  # weights load on first use, so fully cached reruns skip them
         if ident.get("revision") is None:
-            ident["revision"] = getattr(self.model.config, "_commit_hash", None)
+            ident["revision"] = getattr(config, "_commit_hash", None)
         self.template = self.tokenizer.chat_template
         ident["chat_template_sha256"] = _sha(self.template or "")
         ident["dtype"] = str(tdtype).removeprefix("torch.")
@@ -131,6 +134,21 @@ class TransformersBackend(Backend):
         self.no_ids = self.variant_ids(NO)
         if not self.yes_ids or not self.no_ids:
             raise BackendError(f"{model!r}: no single-token form of 'yes' or 'no' in this tokenizer")
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            from transformers import AutoModelForCausalLM
+
+            try:
+                m = AutoModelForCausalLM.from_pretrained(self._folder, dtype=self.dtype, **self._model_opts)
+            except OSError as e:
+                raise BackendError(f"cannot load model weights of {self.spec!r}: {e}") from e
+            self._model = m.to(self.device).eval()
+            params = inspect.signature(m.forward).parameters
+            self._cache_kw = "cache" if "cache" in params else "past_key_values"  # renamed in transformers 5.x
+            self._keep_kw = "logits_to_keep" if "logits_to_keep" in params else None
+        return self._model
 
     # ------------------------------------------------------------ loading
 
@@ -214,7 +232,7 @@ class TransformersBackend(Backend):
         """Log-softmax at each sequence's last token. Right padding needs no attention mask: under
         a causal mask, real tokens never attend to the pads that follow them. Only the logits of
         the positions needed are computed (`logits_to_keep`), not [batch, length, vocab]."""
-        torch = self.torch
+        torch, model = self.torch, self.model
         width = max(len(s) for s in seqs)
         ids = torch.zeros((len(seqs), width), dtype=torch.long)
         for i, s in enumerate(seqs):
@@ -227,7 +245,7 @@ class TransformersBackend(Backend):
         if past is not None:
             kwargs[self._cache_kw] = past
         with torch.inference_mode():
-            out = self.model(input_ids=ids.to(self.device), use_cache=past is not None, **kwargs)
+            out = model(input_ids=ids.to(self.device), use_cache=past is not None, **kwargs)
         col = [keep.index(x) for x in last] if self._keep_kw else last
         rows = torch.arange(len(seqs), device=out.logits.device)
         logits = out.logits[rows, torch.tensor(col, device=out.logits.device)].float()
@@ -241,6 +259,15 @@ class TransformersBackend(Backend):
             scores.append(score_from_top(list(zip(i, v, strict=True)), self.yes_ids, self.no_ids, k,
                                          label=lambda t: self.tokenizer.decode([t])))
         return scores
+
+    def top_logprobs(self, prompts: Sequence[Prompt], k: int) -> list[list[tuple[str, float]]]:
+        """The top-k first tokens as (text, logprob), what an OpenAI-compatible server returns."""
+        out = []
+        for p in prompts:
+            vals, idx = self._forward_last([self.encode(p)]).topk(k, dim=-1)
+            out.append([(self.tokenizer.decode([i]), v) for i, v in zip(idx[0].tolist(), vals[0].tolist(),
+                                                                         strict=True)])
+        return out
 
     def _batches(self, order: list[int], lengths: Sequence[int] | dict[int, int]):
         """Batches of indices, longest first, so that padding stays small."""
@@ -276,9 +303,9 @@ class TransformersBackend(Backend):
     def _score_shared(self, ix: list[int], seqs: list[list[int]], common: int, k: int,
                       results: list[Score | None]) -> None:
         """Run the common token prefix once, then every suffix over a batch-expanded copy of its cache."""
-        torch = self.torch
+        torch, model = self.torch, self.model
         with torch.inference_mode():
-            pre = self.model(input_ids=torch.tensor([seqs[ix[0]][:common]], device=self.device), use_cache=True,
+            pre = model(input_ids=torch.tensor([seqs[ix[0]][:common]], device=self.device), use_cache=True,
                              **({self._keep_kw: 1} if self._keep_kw else {}))
         prefix_cache = getattr(pre, "cache", None) or pre.past_key_values
         self.usage.calls += 1
@@ -325,4 +352,4 @@ class TransformersBackend(Backend):
         return outs
 
     def close(self) -> None:
-        del self.model
+        self._model = None
