@@ -21,6 +21,7 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/derivaudit validate fixtures/memories.jsonl
 	$(BIN)/derivaudit views fixtures/memories.jsonl --write boston-2 --write academy-1
+	$(BIN)/derivaudit check --record "Alex is moving to Boston for the new job." --evidence fixtures/passages.txt
 
 test: install
 	$(BIN)/ruff check derivaudit tests benchmarks
@@ -28,6 +29,7 @@ test: install
 
 bench: install
 	$(BIN)/python benchmarks/bench_views.py
+	$(BIN)/python benchmarks/bench_scoring.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

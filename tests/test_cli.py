@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from derivaudit.cli import app
@@ -86,3 +87,44 @@ def test_import_cli(fixtures, tmp_path):
     assert run("validate", out).exit_code == 0
     r = run("import", "nosuch", fixtures / "graphiti_export.json", "-o", out)
     assert r.exit_code == 2 and "unknown source" in r.output
+
+
+@pytest.mark.slow
+def test_check_on_the_embedded_model(fixtures):
+    r = run("check", "--record", "Alex is moving to Boston for the new job.", "--evidence",
+            fixtures / "passages.txt", "--no-cache", "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = orjson.loads(r.stdout)
+    assert doc["error"] is None and isinstance(doc["logodds"], float)
+    assert doc["decision"] == ("admit" if doc["logodds"] > 0 else "reject")
+    assert doc["passages"] == 2 and doc["model"]["backend"] == "transformers"
+
+
+def test_check_bad_inputs(fixtures, tmp_path):
+    r = run("check", "--record", "x", "--evidence", tmp_path / "none.txt")
+    assert r.exit_code == 2 and "cannot read evidence" in r.output
+    bad = tmp_path / "ev.jsonl"
+    bad.write_text('{"speaker": "A"}\n')
+    r = run("check", "--record", "x", "--evidence", bad)
+    assert r.exit_code == 2 and "ev.jsonl:1: text" in r.output
+    r = run("check", "--record", "x", "--evidence", fixtures / "passages.txt", "--view", "nope")
+    assert r.exit_code == 2 and "unknown view" in r.output
+    r = run("check", "--record", "x", "--evidence", fixtures / "passages.txt", "--model", "/no/such.gguf")
+    assert r.exit_code == 2 and "does not exist" in r.output
+    r = run("check", "--record", "x", "--evidence", fixtures / "passages.txt", "--backend", "nope")
+    assert r.exit_code == 2 and "unknown backend" in r.output
+
+
+def test_cache_stats_and_clear(tmp_path, monkeypatch):
+    monkeypatch.setenv("DERIVAUDIT_HOME", str(tmp_path))
+    from derivaudit.models.cache import ResultCache
+
+    c = ResultCache()
+    c.put_many([("k1", "score", "transformers", "m1", {"x": 1}), ("k2", "generate", "openai", "m2", "t")])
+    c.close()
+    r = run("cache", "stats", "--format", "json")
+    assert r.exit_code == 0
+    assert orjson.loads(r.stdout)["entries"] == 2
+    r = run("cache", "clear", "--model", "m1")
+    assert r.exit_code == 0 and "deleted 1" in r.output
+    assert orjson.loads(run("cache", "stats", "--format", "json").stdout)["entries"] == 1

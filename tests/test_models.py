@@ -220,3 +220,21 @@ def test_openai_fleet_shards_by_evidence(smol, fixture_prompts):
             assert shared.isdisjoint(other_shared)
         assert len(a.requests) + len(b.requests) == len(fixture_prompts)
         assert a.requests and b.requests
+
+
+def test_vllm_missing_is_a_clear_error():
+    pytest.importorskip("torch")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        with pytest.raises(BackendError, match=r"derivaudit\[vllm\]"):
+            load_backend("vllm", "Qwen/Qwen3-30B-A3B", cache=False)
+    else:  # pragma: no cover - only on GPU machines with vLLM
+        pytest.skip("vLLM is installed here")
+
+
+def test_unknown_backend_and_empty_fleet():
+    with pytest.raises(BackendError, match="unknown backend"):
+        load_backend("nope", "m")
+    with pytest.raises(BackendError, match="at least one --base-url"):
+        OpenAIBackend("m", base_urls=[])
