@@ -363,3 +363,133 @@ def cache_clear(
 
     n = ResultCache().clear(model)
     err.print(f"deleted {n} cached result(s)")
+
+
+# ---------------------------------------------------------------- scan and export
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
+
+
+def print_scope(report: dict[str, Any]) -> None:
+    t = Table(title="Evidence scope (expanded view unless noted; metric meanings in the README)",
+              title_justify="left")
+    t.add_column("metric", no_wrap=True)
+    for col in ("conv-balanced", "write-weighted", "difference", "writes"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for name, v in report["scope"].items():
+        diff = "–" if v["difference"] is None else f"{v['difference']:+.3f}"
+        t.add_row(name, _pct(v["balanced"]), _pct(v["weighted"]), diff, str(v["n_writes"]))
+    out.print(t)
+    lw = report["largest_weighting_difference"]
+    if lw["metric"]:
+        out.print(f"largest balanced-vs-weighted difference: {lw['metric']} {lw['difference']:+.3f}")
+    ag = report["agreement"]
+    kap = ", ".join(
+        f"{k} {_pct(ag[k]['agreement'])} (κ {'–' if ag[k]['kappa'] is None else format(ag[k]['kappa'], '.2f')})"
+        for k in ("D", "E", "R", "label"))
+    out.print(f"annotator agreement: {kap}; adjudicated {ag['adjudicated']}/{ag['items']} "
+              f"({_pct(ag['adjudication_rate'])})")
+    dec = report["decomposition"]
+    out.print(f"decomposition: {dec['ok']} ok, {dec['retried']} after retry, {dec['fallback']} failed "
+              f"(audited as the whole record; failure rate {_pct(dec['failure_rate'])}); "
+              f"{dec['obligations']} obligations; scoring errors: {report['scoring_errors']}")
+
+
+@app.command()
+@handles_bad_input
+def scan(
+    files: Files,
+    run: Annotated[Path, typer.Option("-o", "--run", help="Run folder (created; resumed if it exists).")],
+    history: History = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N writes.", min=1)] = None,
+    conversation: Annotated[list[str] | None, typer.Option("--conversation", help="Only this conversation "
+                                                           "(repeatable).")] = None,
+    until: Annotated[str, typer.Option("--until", help="Stop after views, obligations, primitives or "
+                                       "labels.")] = "labels",
+    backend: BackendOpt = "transformers",
+    model: ModelOpt = "smollm2",
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    backend_b: Annotated[str | None, typer.Option("--backend-b", help="Annotator B's backend "
+                                                  "(default: --backend).")] = None,
+    model_b: Annotated[str | None, typer.Option("--model-b", help="Annotator B's model (default: --model).")] = None,
+    adjudicator_backend: Annotated[str | None, typer.Option("--adjudicator-backend")] = None,
+    adjudicator_model: Annotated[str | None, typer.Option("--adjudicator-model",
+                                                          help="Default: --model.")] = None,
+    limit_floor: Annotated[float, typer.Option(help="Search-limited floor (share of the top BM25 score).",
+                                               min=0.0, max=1.0)] = 0.5,
+    no_cache: NoCacheOpt = False,
+    skip_invalid: SkipInvalid = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
+) -> None:
+    """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
+    from .annotate import Annotator
+    from .scan import ScanConfig
+    from .scan import scan as run_scan
+
+    if until not in ("views", "obligations", "primitives", "labels"):
+        err.print(f"[red]error[/red]: --until must be views, obligations, primitives or labels, not {until!r}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    log = _load(files, history, skip_invalid)
+    if conversation:
+        unknown = sorted(set(conversation) - set(log.conversations))
+        if unknown:
+            err.print(f"[red]error[/red]: unknown conversation(s): {escape(', '.join(unknown))}")
+            raise typer.Exit(EXIT_BAD_INPUT)
+    loaded: dict[tuple[str, str], Any] = {}
+
+    def get(be: str | None, m: str | None):
+        key = (be or backend, m or model)
+        if key not in loaded:
+            loaded[key] = open_backend(key[0], key[1], base_url, no_cache, top_logprobs)
+        return loaded[key]
+
+    annotators = (Annotator("A", get(None, None), "a"), Annotator("B", get(backend_b, model_b), "b"),
+                  Annotator("adjudicator", get(adjudicator_backend, adjudicator_model), "a"))
+    cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit,
+                     conversations=conversation, until=until)
+    with _progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, advance: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.advance(tasks[stage], advance)
+
+        report = run_scan(log, run, annotators, cfg=cfg, input_files=[*(history or []), *files], progress=progress)
+    for be in loaded.values():
+        be.close()
+    if not report:
+        err.print(f"stopped after {until}; files in {escape(str(run))}")
+        return
+    if format is Fmt.json:
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_scope(report)
+        err.print(f"run folder: {escape(str(run))} ({report['run']['writes']} writes, "
+                  f"{report['run']['seconds']:.0f} s)")
+
+
+class Level(StrEnum):
+    write = "write"
+    obligation = "obligation"
+
+
+@app.command()
+def export(
+    run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
+    output: Annotated[Path, typer.Argument(help="CSV file to write (atomic).")],
+    level: Annotated[Level, typer.Option("--level", help="One row per write or per obligation x view.")]
+    = Level.write,
+) -> None:
+    """Reference labels as CSV: ids, text, view, label, primitives of A, B and adjudicator, cited passages."""
+    from .export import export_csv
+
+    try:
+        n = export_csv(run, output, level.value)
+    except FileNotFoundError as e:
+        err.print(f"[red]error[/red]: {escape(str(e))}")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    err.print(f"wrote {n} rows to {escape(str(output))}")

@@ -30,6 +30,7 @@ class Prompt:
     shared: str
     task: str
     system: str | None = None
+    answer_prefix: str = ""  # the start of the assistant's reply, to steer the output format
 
     @property
     def text(self) -> str:
@@ -93,6 +94,15 @@ def score_from_top(
     return Score(lpy - lpn, lpy, lpn, bounded=not (ly and ln), k=k, top=preview)
 
 
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """The text before the first stop string (backends may stop after it or not at all)."""
+    for s in stop:
+        i = text.find(s)
+        if i >= 0:
+            text = text[:i]
+    return text
+
+
 def word_variants(word: str) -> list[str]:
     """Surface forms of a verdict word that count as that word: case and a leading space."""
     forms = dict.fromkeys([word.lower(), word.capitalize(), word.upper()])
@@ -135,10 +145,12 @@ class Backend(ABC):
 
     @abstractmethod
     def generate(
-        self, prompts: Sequence[Prompt], max_new_tokens: int = 256, json_schema: dict[str, Any] | None = None
+        self, prompts: Sequence[Prompt], max_new_tokens: int = 256, json_schema: dict[str, Any] | None = None,
+        stop: Sequence[str] = (),
     ) -> list[str]:
-        """Greedy (temperature 0) completions, one per prompt. `json_schema` constrains the output
-        where the backend supports structured output; callers validate either way."""
+        """Greedy (temperature 0) completions, one per prompt, cut before the first `stop` string.
+        `json_schema` constrains the output where the backend supports structured output; callers
+        validate either way."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release model memory or connections."""

@@ -124,17 +124,17 @@ class CachedBackend(Backend):
         return [found[k] for k in keys]
 
     def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
-        payloads = [{"prompt": [p.system, p.shared, p.task], "k": k} for p in prompts]
+        payloads = [{"prompt": [p.system, p.shared, p.task, p.answer_prefix], "k": k} for p in prompts]
         values = self._cached("score", payloads,
                               lambda todo: [s.to_dict() for s in self.inner.score([prompts[i] for i in todo], k)])
         return [Score.from_dict(v) for v in values]
 
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 256,
-                 json_schema: dict[str, Any] | None = None) -> list[str]:
-        payloads = [{"prompt": [p.system, p.shared, p.task], "max_new_tokens": max_new_tokens,
-                     "json_schema": json_schema, "temperature": 0} for p in prompts]
+                 json_schema: dict[str, Any] | None = None, stop: Sequence[str] = ()) -> list[str]:
+        payloads = [{"prompt": [p.system, p.shared, p.task, p.answer_prefix], "max_new_tokens": max_new_tokens,
+                     "json_schema": json_schema, "stop": list(stop), "temperature": 0} for p in prompts]
         return self._cached("generate", payloads, lambda todo: self.inner.generate(
-            [prompts[i] for i in todo], max_new_tokens, json_schema))
+            [prompts[i] for i in todo], max_new_tokens, json_schema, stop))
 
     def close(self) -> None:
         self.inner.close()

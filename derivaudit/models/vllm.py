@@ -56,9 +56,9 @@ class VLLMBackend(Backend):
 
     def render(self, prompt: Prompt) -> str:
         if not self.template:
-            return prompt.text
+            return prompt.text + prompt.answer_prefix
         return self.tokenizer.apply_chat_template(prompt.messages(), add_generation_prompt=True, tokenize=False,
-                                                  enable_thinking=False)
+                                                  enable_thinking=False) + prompt.answer_prefix
 
     def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
         from vllm import SamplingParams
@@ -78,7 +78,7 @@ class VLLMBackend(Backend):
         return scores
 
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 256,
-                 json_schema: dict[str, Any] | None = None) -> list[str]:
+                 json_schema: dict[str, Any] | None = None, stop: Sequence[str] = ()) -> list[str]:
         from vllm import SamplingParams
 
         extra: dict[str, Any] = {}
@@ -86,7 +86,7 @@ class VLLMBackend(Backend):
             from vllm.sampling_params import StructuredOutputsParams
 
             extra["structured_outputs"] = StructuredOutputsParams(json=json_schema)
-        params = SamplingParams(max_tokens=max_new_tokens, temperature=0, **extra)
+        params = SamplingParams(max_tokens=max_new_tokens, temperature=0, stop=list(stop) or None, **extra)
         outs = self.llm.generate([self.render(p) for p in prompts], params, use_tqdm=False)
         self.usage.calls += 1
         self.usage.prompts += len(outs)

@@ -1,0 +1,408 @@
+"""Semantic obligations, D/E/R primitives from two annotators, blinded adjudication, the label rule
+(seed 004, §3.2 and App. B).
+
+Annotators never type a label. Per obligation and evidence view each answers, in this order:
+D (determinate? from the record alone, no evidence shown), E (does some subset of the passages imply
+it? if yes, the smallest subset) and R (does some subset imply it is false, same subject, event and
+time? if yes, the subset). Yes/no answers are read by log-odds (admit "yes" when log p(yes) > log
+p(no)); subsets are generated and must name passages that exist in that view. Only obligations whose
+D/E/R answers differ between the two annotators go to the adjudicator, which sees both primitive
+sets in a seeded random order with no names or provenance and writes primitives itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import templates
+from .evidence import tokenize
+from .models.base import Backend, Prompt, Score
+from .records import Turn, Write
+from .views import evidence_block
+
+KINDS = ("fact", "relation", "qualifier")
+RELATION_TYPES = ("cause", "purpose", "support-for", "part-of", "sequence", "comparison", "other")
+QUALIFIER_TYPES = ("timing", "modality", "quantity", "attribution")
+OBLIGATION_LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
+MEMORY_PRECEDENCE = ("contradicted", "unsupported", "ambiguous", "supported")
+
+_LINE = re.compile(
+    r"^\s*(?:[-*\u2022]|\d+[.)])?\s*(FACT|RELATION|QUALIFIER)\s*(?:\(\s*([^)]*?)\s*\))?\s*:\s*(.+?)\s*$", re.I
+)
+_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*$")
+
+
+# ---------------------------------------------------------------- the label rule
+
+
+def obligation_label(d: bool | None, e: bool | None, r: bool | None) -> str:
+    """App. B: D=no -> ambiguous; E yes, R no -> supported; E no, R yes -> contradicted;
+    E no, R no -> insufficient; E yes, R yes -> ambiguous. A primitive that could not be scored
+    (None) leaves the obligation ambiguous."""
+    if d is None or e is None or r is None or not d:
+        return "ambiguous"
+    if e and not r:
+        return "supported"
+    if r and not e:
+        return "contradicted"
+    if not e and not r:
+        return "insufficient"
+    return "ambiguous"
+
+
+def memory_label(labels: Sequence[str]) -> str:
+    """A memory is supported only if every obligation is: contradicted > unsupported (any
+    insufficient obligation) > ambiguous > supported."""
+    present = {"unsupported" if x == "insufficient" else x for x in labels}
+    for lab in MEMORY_PRECEDENCE:
+        if lab in present:
+            return lab
+    raise ValueError("a memory needs at least one obligation label")
+
+
+# ---------------------------------------------------------------- obligations
+
+
+@dataclass(frozen=True)
+class Obligation:
+    obligation_id: str
+    write_id: str
+    kind: str
+    subtype: str | None
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class DecompositionError(ValueError):
+    pass
+
+
+def parse_obligations(write: Write, text: str) -> list[Obligation]:
+    """Validate a generated obligation list: typed lines only, known subtypes, each grounded in the
+    record (shares a content word), at least one fact. Raises DecompositionError with the reason."""
+    record_words = set(tokenize(write.text))
+    found: list[tuple[str, str | None, str]] = []
+    for n, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if _FENCE.match(line):
+            continue
+        if not line or line.lower().startswith("record:"):
+            if found:
+                break  # the list ends at the first blank line or the next example
+            continue
+        m = _LINE.match(line)
+        if m is None:
+            raise DecompositionError(f"line {n} is not an obligation: {line[:80]!r}")
+        kind, sub, body = m.group(1).lower(), (m.group(2) or "").strip().lower() or None, m.group(3)
+        if kind == "relation":
+            sub = sub or "other"
+            if sub not in RELATION_TYPES:
+                raise DecompositionError(f"line {n}: unknown relation type {sub!r} (use one of {RELATION_TYPES})")
+        elif kind == "qualifier":
+            if sub not in QUALIFIER_TYPES:
+                raise DecompositionError(f"line {n}: qualifier type {sub!r} is not one of {QUALIFIER_TYPES}")
+        elif sub is not None:
+            raise DecompositionError(f"line {n}: a FACT takes no type, got {sub!r}")
+        if record_words and record_words.isdisjoint(tokenize(body)):
+            raise DecompositionError(f"line {n} is not about this record (shares no content word): {body[:80]!r}")
+        found.append((kind, sub, body))
+    unique = list(dict.fromkeys(found))
+    if not any(k == "fact" for k, _, _ in unique):
+        raise DecompositionError("no FACT obligation")
+    return [Obligation(f"{write.write_id}#o{i}", write.write_id, k, s, b) for i, (k, s, b) in enumerate(unique, 1)]
+
+
+@dataclass
+class Decomposition:
+    write_id: str
+    obligations: list[Obligation]
+    status: str  # ok | retried | fallback
+    error: str | None = None
+    raw: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"write_id": self.write_id, "status": self.status, "error": self.error, "raw": self.raw,
+                "obligations": [o.to_dict() for o in self.obligations]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Decomposition:
+        return cls(d["write_id"], [Obligation(**o) for o in d["obligations"]], d["status"], d["error"], d["raw"])
+
+
+ANSWER_PREFIX_DECOMPOSE = "FACT:"
+STOP_DECOMPOSE = ("\n\n", "\nRecord:")
+
+
+def decompose(backend: Backend, writes: Sequence[Write], *, max_new_tokens: int = 160,
+              chunk: int = 8, on_done: Callable[[int], None] | None = None) -> list[Decomposition]:
+    """Greedy generation, validated; an invalid answer is retried once with the validation error.
+    A memory that still fails keeps the whole record as its single FACT obligation, marked
+    status='fallback' with the error, so it is audited and counted, never silently dropped."""
+    out: list[Decomposition] = []
+    for start in range(0, len(writes), chunk):
+        part = writes[start : start + chunk]
+        base = [templates.render("decompose", record=" ".join(w.text.split())) for w in part]
+        first = backend.generate([Prompt("", t, answer_prefix=ANSWER_PREFIX_DECOMPOSE) for t in base],
+                                 max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE)
+        results: list[Decomposition | None] = []
+        retry: list[int] = []
+        errors: dict[int, str] = {}
+        for i, (w, gen) in enumerate(zip(part, first, strict=True)):
+            text = ANSWER_PREFIX_DECOMPOSE + gen
+            try:
+                results.append(Decomposition(w.write_id, parse_obligations(w, text), "ok", raw=[text]))
+            except DecompositionError as e:
+                results.append(None)
+                retry.append(i)
+                errors[i] = str(e)
+        if retry:
+            again = backend.generate(
+                [Prompt("", base[i] + templates.render("decompose_retry", error=errors[i]),
+                        answer_prefix=ANSWER_PREFIX_DECOMPOSE) for i in retry],
+                max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE,
+            )
+            for i, gen in zip(retry, again, strict=True):
+                w = part[i]
+                text = ANSWER_PREFIX_DECOMPOSE + gen
+                raw = [ANSWER_PREFIX_DECOMPOSE + first[i], text]
+                try:
+                    results[i] = Decomposition(w.write_id, parse_obligations(w, text), "retried", raw=raw)
+                except DecompositionError as e:
+                    fallback = [Obligation(f"{w.write_id}#o1", w.write_id, "fact", None, w.text)]
+                    results[i] = Decomposition(w.write_id, fallback, "fallback", error=str(e), raw=raw)
+        out.extend(r for r in results if r is not None)
+        if on_done:
+            on_done(len(part))
+    return out
+
+
+# ---------------------------------------------------------------- primitives
+
+
+@dataclass
+class Primitives:
+    d: bool | None
+    e: bool | None
+    r: bool | None
+    e_subset: list[int] = field(default_factory=list)  # 1-based passage numbers of the view
+    r_subset: list[int] = field(default_factory=list)
+    scores: dict[str, float | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def answers(self) -> tuple[bool | None, bool | None, bool | None]:
+        return (self.d, self.e, self.r)
+
+    def describe(self) -> str:
+        """How the adjudicator sees an assessment: answers and subsets, nothing about who gave it."""
+
+        def yn(x: bool | None) -> str:
+            return "unclear" if x is None else ("yes" if x else "no")
+
+        e = yn(self.e) + (f" (passages {', '.join(map(str, self.e_subset))})" if self.e and self.e_subset else "")
+        r = yn(self.r) + (f" (passages {', '.join(map(str, self.r_subset))})" if self.r and self.r_subset else "")
+        return f"determinate: {yn(self.d)}; implied true: {e}; implied false: {r}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _yes(s: Score, notes: list[str], what: str) -> bool | None:
+    if not s.ok:
+        notes.append(f"{what}: scoring error: {s.error}")
+        return None
+    return s.logodds > 0  # type: ignore[operator]
+
+
+_NUM = re.compile(r"\d+")
+
+
+def parse_subset(text: str, n_passages: int) -> list[int]:
+    """Passage numbers named in a generated answer; every one must exist in the view."""
+    nums = [int(x) for x in _NUM.findall(text.split("\n\n")[0])]
+    if not nums:
+        raise ValueError("names no passage number")
+    bad = [x for x in nums if not 1 <= x <= n_passages]
+    if bad:
+        raise ValueError(f"passage number(s) {bad} do not exist (1..{n_passages})")
+    return sorted(set(nums))
+
+
+@dataclass
+class Item:
+    """One obligation in one evidence view."""
+
+    obligation: Obligation
+    write: Write
+    view: str  # citation_only | expanded
+    passages: Sequence[Turn]
+
+    @property
+    def shared(self) -> str:
+        return evidence_block(self.write.text, self.passages)
+
+
+@dataclass
+class Annotator:
+    role: str  # A | B | adjudicator
+    backend: Backend
+    variant: str = "a"  # prompt wording: der_{d,e,r}_{variant}.txt
+
+    def describe(self) -> dict[str, Any]:
+        return {"role": self.role, "variant": self.variant, "model": self.backend.identity()}
+
+
+def _per_backend(requests: Sequence[tuple[Backend, Prompt]], call: Callable[[Backend, list[Prompt]], list[Any]]):
+    """One call per backend, so that prompts sharing an evidence block share its prefix."""
+    out: list[Any] = [None] * len(requests)
+    groups: dict[int, tuple[Backend, list[int]]] = {}
+    for i, (be, _) in enumerate(requests):
+        groups.setdefault(id(be), (be, []))[1].append(i)
+    for be, ix in groups.values():
+        for i, r in zip(ix, call(be, [requests[i][1] for i in ix]), strict=True):
+            out[i] = r
+    return out
+
+
+def score_all(requests: Sequence[tuple[Backend, Prompt]]) -> list[Score]:
+    return _per_backend(requests, lambda be, ps: be.score(ps))
+
+
+def generate_all(requests: Sequence[tuple[Backend, Prompt]], max_new_tokens: int,
+                 stop: Sequence[str] = ()) -> list[str]:
+    return _per_backend(requests, lambda be, ps: be.generate(ps, max_new_tokens=max_new_tokens, stop=stop))
+
+
+def _subsets(items: Sequence[Item], prims: Sequence[Primitives], backends: Sequence[Backend]) -> None:
+    """Generate the smallest implying subset for every E=yes / R=yes answer; retry once when the
+    answer names no valid passage; record a note if it still does not."""
+    asks = [(k, which) for k, p in enumerate(prims) for which in ("e", "r") if getattr(p, which)]
+    pending = asks
+    last_error: dict[tuple[int, str], str] = {}
+    for attempt in range(2):
+        if not pending:
+            return
+        reqs = []
+        for k, which in pending:
+            it = items[k]
+            task = templates.render("der_subset", obligation=it.obligation.text,
+                                    polarity="true" if which == "e" else "false")
+            if attempt:
+                task += f"\nYour previous answer could not be used ({last_error[(k, which)]}). " \
+                        f"Answer with passage numbers between 1 and {len(it.passages)}."
+            reqs.append((backends[k], Prompt(it.shared, task, answer_prefix="Passages:")))
+        texts = generate_all(reqs, max_new_tokens=16, stop=("\n",))
+        failed = []
+        for (k, which), text in zip(pending, texts, strict=True):
+            try:
+                setattr(prims[k], f"{which}_subset", parse_subset(text, len(items[k].passages)))
+            except ValueError as e:
+                last_error[(k, which)] = str(e)
+                failed.append((k, which))
+        pending = failed
+    for k, which in pending:
+        prims[k].notes.append(f"{which.upper()} subset: {last_error[(k, which)]}")
+
+
+def _answers(items: Sequence[Item], be: Backend, d_task: Callable[[int, Item], str],
+             er_task: Callable[[int, Item, str], str]) -> list[Primitives]:
+    """Score D (no evidence) and, where the view has passages, E and R (after the shared evidence
+    block); then generate subsets for the yes answers. A view with no passages implies nothing:
+    E and R are 'no' there without asking."""
+    reqs: list[tuple[Backend, Prompt]] = []
+    slots: list[tuple[int, str]] = []
+    for k, it in enumerate(items):
+        reqs.append((be, Prompt("", d_task(k, it))))
+        slots.append((k, "d"))
+        if it.passages:
+            shared = it.shared
+            for which in ("e", "r"):
+                reqs.append((be, Prompt(shared, er_task(k, it, which))))
+                slots.append((k, which))
+    prims = [Primitives(None, False, False) for _ in items]
+    for (k, which), s in zip(slots, score_all(reqs), strict=True):
+        p = prims[k]
+        p.scores[which] = s.logodds
+        setattr(p, which, _yes(s, p.notes, which.upper()))
+    _subsets(items, prims, [be] * len(items))
+    return prims
+
+
+def primitives(items: Sequence[Item], annotator: Annotator) -> list[Primitives]:
+    """One annotator's D/E/R primitives for each item, with its prompt wording."""
+    v = annotator.variant
+    return _answers(
+        items, annotator.backend,
+        lambda k, it: templates.render(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
+        lambda k, it, which: templates.render(f"der_{which}_{v}", obligation=it.obligation.text),
+    )
+
+
+def _order(item: Item) -> bool:
+    """Seeded coin: whether annotator A's primitives are shown first to the adjudicator."""
+    seed = hashlib.sha256(f"{item.obligation.obligation_id}|{item.view}".encode()).digest()
+    return random.Random(seed).random() < 0.5
+
+
+def adjudicate(items: Sequence[Item], a: Sequence[Primitives], b: Sequence[Primitives],
+               adjudicator: Annotator) -> list[Primitives]:
+    """The adjudicator's own primitives for each item, seeing both assessments in seeded random
+    order as 'Assessment 1' and 'Assessment 2' only."""
+    shown = [(a[k], b[k]) if _order(it) else (b[k], a[k]) for k, it in enumerate(items)]
+
+    def fields(k: int, it: Item) -> dict[str, str]:
+        return {"obligation": it.obligation.text, "first": shown[k][0].describe(), "second": shown[k][1].describe()}
+
+    return _answers(
+        items, adjudicator.backend,
+        lambda k, it: templates.render("adjudicate_d", record=it.write.text, **fields(k, it)),
+        lambda k, it, which: templates.render(f"adjudicate_{which}", **fields(k, it)),
+    )
+
+
+@dataclass
+class Annotation:
+    item: Item
+    a: Primitives
+    b: Primitives
+    adjudicated: Primitives | None
+
+    @property
+    def final(self) -> Primitives:
+        return self.adjudicated or self.a
+
+    @property
+    def label(self) -> str:
+        f = self.final
+        return obligation_label(f.d, f.e, f.r)
+
+
+def annotate(items: Sequence[Item], a: Annotator, b: Annotator, adjudicator: Annotator) -> list[Annotation]:
+    """Two independent annotators; only disagreements (any of D, E, R differs) are adjudicated."""
+    pa = primitives(items, a)
+    pb = primitives(items, b)
+    disagree = [k for k in range(len(items)) if pa[k].answers != pb[k].answers]
+    adj = adjudicate([items[k] for k in disagree], [pa[k] for k in disagree], [pb[k] for k in disagree],
+                     adjudicator) if disagree else []
+    by_k = dict(zip(disagree, adj, strict=True))
+    return [Annotation(items[k], pa[k], pb[k], by_k.get(k)) for k in range(len(items))]
+
+
+def cohen_kappa(x: Sequence[Any], y: Sequence[Any]) -> float | None:
+    """Cohen's kappa between two raters' categorical answers (None when undefined)."""
+    n = len(x)
+    if n == 0:
+        return None
+    cats = set(x) | set(y)
+    po = sum(i == j for i, j in zip(x, y, strict=True)) / n
+    pe = sum((list(x).count(c) / n) * (list(y).count(c) / n) for c in cats)
+    if pe == 1:
+        return 1.0 if po == 1 else None
+    return (po - pe) / (1 - pe)

@@ -1,0 +1,68 @@
+"""CSV export of reference labels, safe to open in a spreadsheet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .io import atomic_writer
+from .scan import read_jsonl
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise(value: Any) -> Any:
+    """Prefix text that a spreadsheet would run as a formula with a single quote (OWASP CSV injection)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def _prims(p: dict[str, Any] | None) -> dict[str, Any]:
+    if not p:
+        return {"D": None, "E": None, "R": None, "E_passages": None, "R_passages": None}
+    return {"D": p["d"], "E": p["e"], "R": p["r"], "E_passages": " ".join(map(str, p["e_subset"])),
+            "R_passages": " ".join(map(str, p["r_subset"]))}
+
+
+def rows(run: Path, level: str) -> list[dict[str, Any]]:
+    labels_path, prim_path = run / "labels.jsonl", run / "primitives.jsonl"
+    for p in (labels_path, prim_path):
+        if not p.exists():
+            raise FileNotFoundError(f"{p} is missing: run `derivaudit scan ... -o {run}` first")
+    labels = read_jsonl(labels_path)
+    text_of = {r["write_id"]: r["text"] for r in labels}
+    prims = read_jsonl(prim_path)
+    if level == "write":
+        out = []
+        for r in labels:
+            for view in ("citation_only", "expanded"):
+                out.append({"write_id": r["write_id"], "conversation_id": r["conversation_id"], "text": r["text"],
+                            "view": view, "label": r[view]["label"], "citations": " ".join(r["citations"]),
+                            "search_limited": r["search_limited"], "decomposition": r["decomposition"],
+                            "provenance_repaired": r["provenance_repaired"], "unresolved": r["unresolved"],
+                            "multi_passage": r["multi_passage"], "obligations": len(r[view]["obligations"])})
+        return out
+    obl_text = {o["obligation_id"]: (o["kind"], o["subtype"], o["text"])
+                for d in read_jsonl(run / "obligations.jsonl") for o in d["obligations"]}
+    out = []
+    for r in prims:
+        kind, sub, text = obl_text.get(r["obligation_id"], (None, None, None))
+        row = {"obligation_id": r["obligation_id"], "write_id": r["write_id"], "conversation_id": r["conversation_id"],
+               "write_text": text_of.get(r["write_id"]), "kind": kind, "subtype": sub, "obligation": text,
+               "view": r["view"], "label": r["label"], "adjudicated": r["adjudicated"],
+               "passage_turn_ids": " ".join(r["passages"])}
+        for who in ("A", "B", "adjudicator"):
+            row.update({f"{who}_{k}": v for k, v in _prims(r[who]).items()})
+        out.append(row)
+    return out
+
+
+def export_csv(run: str | Path, output: str | Path, level: str = "write") -> int:
+    data = [{k: neutralise(v) for k, v in r.items()} for r in rows(Path(run), level)]
+    df = pl.DataFrame(data, infer_schema_length=None)
+    with atomic_writer(output) as fh:
+        df.write_csv(fh)
+    return len(df)

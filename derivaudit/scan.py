@@ -1,0 +1,367 @@
+"""`scan`: views -> obligations -> D/E/R primitives (both views) -> labels -> scope report.
+
+Everything goes through files in a run folder, one per stage, each written atomically:
+
+    RUN/meta.json          settings, input hash, models, stage fingerprints, usage
+    RUN/views.jsonl        both evidence views of every write (as `derivaudit views`)
+    RUN/obligations.jsonl  per write: obligations, decomposition status
+    RUN/primitives.jsonl   per obligation x view: annotator A's, B's and (on disagreement) the
+                           adjudicator's primitives, the final ones, the obligation label
+    RUN/labels.jsonl       per write: memory label in each view, derived scope flags
+    RUN/scope.json         the scope report and annotator agreement
+
+A stage whose file exists with the same fingerprint (input, settings, models, prompts) is not
+redone. The two long stages append to `<stage>.partial.jsonl` as they go, so an interrupted run
+resumes where it stopped; the model result cache makes any recomputation nearly free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import __version__, templates
+from .annotate import (
+    Annotation,
+    Annotator,
+    Decomposition,
+    Item,
+    cohen_kappa,
+    decompose,
+    memory_label,
+    obligation_label,
+)
+from .annotate import annotate as run_annotators
+from .evidence import EvidenceSettings, Views, build_views
+from .io import atomic_writer, write_jsonl
+from .records import MemoryLog, Write
+from .stats import SCOPE_HELP, rates
+
+VIEW_NAMES = ("citation_only", "expanded")
+Progress = Callable[[str, int, int], None]  # (stage, advance, total)
+
+
+def _fp(*parts: Any) -> str:
+    return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def prompts_fingerprint() -> str:
+    d = templates.prompt_dir()
+    return _fp(sorted((p.name, p.read_text("utf-8")) for p in d.glob("*.txt")))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of a run file; a cut-off last line (interrupted append) is dropped."""
+    rows = []
+    lines = path.read_bytes().split(b"\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            if i >= len(lines) - 2:
+                break
+            raise
+    return rows
+
+
+class Stage:
+    """One stage file of a run, its fingerprint, and an append-only partial file for resuming."""
+
+    def __init__(self, run: Path, name: str, fingerprint: str, meta: dict[str, Any]):
+        self.path = run / f"{name}.jsonl"
+        self.partial = run / f"{name}.partial.jsonl"
+        self.name, self.fp, self.meta = name, fingerprint, meta
+
+    def done(self) -> bool:
+        return self.path.exists() and self.meta.get("stages", {}).get(self.name) == self.fp
+
+    def load(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.path)
+
+    def resumed(self) -> list[dict[str, Any]]:
+        """Rows already appended by an interrupted run with the same fingerprint."""
+        if not self.partial.exists():
+            return []
+        rows = read_jsonl(self.partial)
+        if not rows or rows[0].get("_fingerprint") != self.fp:
+            self.partial.unlink()
+            return []
+        return rows[1:]
+
+    @contextlib.contextmanager
+    def appender(self) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
+        fresh = not self.partial.exists()
+        with self.partial.open("ab") as fh:
+            if fresh:
+                fh.write(orjson.dumps({"_fingerprint": self.fp}) + b"\n")
+
+            def append(rows: list[dict[str, Any]]) -> None:
+                fh.write(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+                fh.flush()
+                os.fsync(fh.fileno())
+
+            yield append
+
+    def finish(self, rows: Sequence[dict[str, Any]]) -> None:
+        write_jsonl(self.path, rows)
+        self.meta.setdefault("stages", {})[self.name] = self.fp
+        if self.partial.exists():
+            self.partial.unlink()
+
+
+@dataclass
+class ScanConfig:
+    evidence: EvidenceSettings = field(default_factory=EvidenceSettings)
+    limit: int | None = None
+    conversations: list[str] | None = None
+    chunk: int = 4  # writes per model round trip (progress and resume granularity)
+    until: str = "labels"  # views | obligations | primitives | labels
+
+
+def select_writes(log: MemoryLog, cfg: ScanConfig) -> list[Write]:
+    ws = [w for w in log.writes if not cfg.conversations or w.conversation_id in cfg.conversations]
+    return ws[: cfg.limit] if cfg.limit is not None else ws
+
+
+def _meta_path(run: Path) -> Path:
+    return run / "meta.json"
+
+
+def load_meta(run: Path) -> dict[str, Any]:
+    p = _meta_path(run)
+    return orjson.loads(p.read_bytes()) if p.exists() else {}
+
+
+def save_meta(run: Path, meta: dict[str, Any]) -> None:
+    with atomic_writer(_meta_path(run)) as fh:
+        fh.write(orjson.dumps(meta, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+
+
+def _noop(stage: str, advance: int, total: int) -> None:
+    pass
+
+
+def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator, Annotator], *,
+         cfg: ScanConfig | None = None, input_files: Sequence[str | Path] = (),
+         progress: Progress = _noop) -> dict[str, Any]:
+    """Run (or resume) every stage into `run` and return the scope report."""
+    cfg = cfg or ScanConfig()
+    run = Path(run)
+    run.mkdir(parents=True, exist_ok=True)
+    a, b, adj = annotators
+    meta = load_meta(run)
+    started = time.time()
+    input_hash = _fp([Path(f).read_bytes().hex() if Path(f).exists() else str(f) for f in input_files]) \
+        if input_files else _fp([w.write_id for w in log.writes])
+    writes = select_writes(log, cfg)
+    meta.update({
+        "derivaudit": __version__, "input_files": [str(f) for f in input_files], "input_sha": input_hash,
+        "selection": {"limit": cfg.limit, "conversations": cfg.conversations, "writes": len(writes)},
+        "evidence": cfg.evidence.to_dict(),
+        "annotators": {x.role: x.describe() for x in annotators},
+        "skipped_records": [p.to_dict() for p in log.skipped],
+    })
+    timings: dict[str, float] = meta.setdefault("timings", {})
+
+    # -- views
+    t0 = time.time()
+    fp_views = _fp(input_hash, cfg.evidence.to_dict(), [w.write_id for w in writes])
+    st = Stage(run, "views", fp_views, meta)
+    ids = {w.write_id for w in writes}
+    views: list[Views] = list(build_views(log, cfg.evidence, ids))
+    if not st.done():
+        st.finish([v.to_dict() for v in views])
+    progress("views", len(views), len(views))
+    timings["views"] = round(time.time() - t0, 3)
+    save_meta(run, meta)
+    if cfg.until == "views":
+        return {}
+
+    # -- obligations
+    t0 = time.time()
+    fp_obl = _fp(fp_views, a.backend.identity(), prompts_fingerprint())
+    st = Stage(run, "obligations", fp_obl, meta)
+    if st.done():
+        decs = [Decomposition.from_dict(r) for r in st.load()]
+        progress("obligations", len(decs), len(writes))
+    else:
+        have = {r["write_id"]: Decomposition.from_dict(r) for r in st.resumed()}
+        progress("obligations", len(have), len(writes))
+        todo = [w for w in writes if w.write_id not in have]
+        with st.appender() as append:
+            for start in range(0, len(todo), cfg.chunk):
+                part = decompose(a.backend, todo[start : start + cfg.chunk])
+                append([d.to_dict() for d in part])
+                have.update((d.write_id, d) for d in part)
+                progress("obligations", len(part), len(writes))
+        decs = [have[w.write_id] for w in writes]
+        st.finish([d.to_dict() for d in decs])
+    timings["obligations"] = round(time.time() - t0, 3)
+    save_meta(run, meta)
+    if cfg.until == "obligations":
+        return {}
+
+    # -- primitives (both views, two annotators, adjudication)
+    t0 = time.time()
+    fp_prim = _fp(fp_obl, [x.describe() for x in annotators], prompts_fingerprint())
+    st = Stage(run, "primitives", fp_prim, meta)
+    by_write = {d.write_id: d for d in decs}
+    view_of = {v.write.write_id: v for v in views}
+    if st.done():
+        prim_rows = st.load()
+        progress("primitives", len(writes), len(writes))
+    else:
+        done_rows = st.resumed()
+        finished = {r["write_id"] for r in done_rows if r.get("_last")}
+        prim_rows = [r for r in done_rows if r["write_id"] in finished]
+        progress("primitives", len(finished), len(writes))
+        todo = [w for w in writes if w.write_id not in finished]
+        with st.appender() as append:
+            for start in range(0, len(todo), cfg.chunk):
+                part = todo[start : start + cfg.chunk]
+                items = [Item(o, w, vn, getattr(view_of[w.write_id], vn))
+                         for w in part for vn in VIEW_NAMES for o in by_write[w.write_id].obligations]
+                anns = run_annotators(items, a, b, adj)
+                rows = [_primitive_row(x) for x in anns]
+                last_of = {r["write_id"]: i for i, r in enumerate(rows)}
+                for i in last_of.values():
+                    rows[i]["_last"] = True  # marks a write as complete in the partial file
+                append(rows)
+                prim_rows.extend(rows)
+                progress("primitives", len(part), len(writes))
+        order = {w.write_id: i for i, w in enumerate(writes)}
+        prim_rows.sort(key=lambda r: (order[r["write_id"]], VIEW_NAMES.index(r["view"]), r["obligation_id"]))
+        for r in prim_rows:
+            r.pop("_last", None)
+        st.finish(prim_rows)
+    timings["primitives"] = round(time.time() - t0, 3)
+    save_meta(run, meta)
+    if cfg.until == "primitives":
+        return {}
+
+    # -- labels and the scope report
+    labels = label_writes(writes, views, decs, prim_rows)
+    Stage(run, "labels", _fp(fp_prim), meta).finish(labels)
+    report = scope_report(labels, prim_rows, decs)
+    report["run"] = {"writes": len(writes), "conversations": len({w.conversation_id for w in writes}),
+                     "skipped_records": len(log.skipped), "seconds": round(time.time() - started, 2)}
+    with atomic_writer(run / "scope.json") as fh:
+        fh.write(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    meta["usage"] = usage_by_backend(annotators)
+    save_meta(run, meta)
+    return report
+
+
+def usage_by_backend(annotators: Sequence[Annotator]) -> list[dict[str, Any]]:
+    """Model work per distinct backend (annotators may share one), for run metadata."""
+    out, seen = [], set()
+    for x in annotators:
+        be = x.backend
+        if id(be) in seen:
+            continue
+        seen.add(id(be))
+        u = {"roles": [y.role for y in annotators if y.backend is be], "model": be.identity().get("model"),
+             **be.usage.to_dict()}
+        if hasattr(be, "hits"):
+            u.update(cache_hits=be.hits, cache_misses=be.misses)
+        out.append(u)
+    return out
+
+
+def _primitive_row(x: Annotation) -> dict[str, Any]:
+    it = x.item
+    return {
+        "obligation_id": it.obligation.obligation_id, "write_id": it.write.write_id,
+        "conversation_id": it.write.conversation_id, "view": it.view,
+        "passages": [t.turn_id for t in it.passages],
+        "A": x.a.to_dict(), "B": x.b.to_dict(),
+        "adjudicator": x.adjudicated.to_dict() if x.adjudicated else None,
+        "adjudicated": x.adjudicated is not None,
+        "label_A": obligation_label(*x.a.answers), "label_B": obligation_label(*x.b.answers),
+        "label": x.label,
+    }
+
+
+def label_writes(writes: Sequence[Write], views: Sequence[Views], decs: Sequence[Decomposition],
+                 prim_rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    view_of = {v.write.write_id: v for v in views}
+    dec_of = {d.write_id: d for d in decs}
+    rows_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in prim_rows:
+        rows_of.setdefault((r["write_id"], r["view"]), []).append(r)
+    out = []
+    for w in writes:
+        v, d = view_of[w.write_id], dec_of[w.write_id]
+        per_view = {}
+        for vn in VIEW_NAMES:
+            rs = rows_of.get((w.write_id, vn), [])
+            per_view[vn] = {
+                "label": memory_label([r["label"] for r in rs]) if rs else None,
+                "obligations": {r["obligation_id"]: r["label"] for r in rs},
+            }
+        cit, exp = per_view["citation_only"]["label"], per_view["expanded"]["label"]
+        final = [r["adjudicator"] or r["A"] for r in rows_of.get((w.write_id, "expanded"), [])]
+        used = {n for p in final for n in (p["e_subset"] or [])}
+        out.append({
+            "write_id": w.write_id, "conversation_id": w.conversation_id, "text": w.text,
+            "citations": list(w.citations), "search_limited": v.search_limited,
+            "decomposition": d.status, "citation_label": cit, "expanded_label": exp,
+            "citation_only": per_view["citation_only"], "expanded": per_view["expanded"],
+            "provenance_repaired": cit == "unsupported" and exp == "supported",
+            "unresolved": exp == "unsupported" and v.search_limited,
+            "multi_passage": exp == "supported" and len(used) > 1,
+        })
+    return out
+
+
+def scope_report(labels: Sequence[dict[str, Any]], prim_rows: Sequence[dict[str, Any]],
+                 decs: Sequence[Decomposition]) -> dict[str, Any]:
+    labeled = [r for r in labels if r["citation_label"] and r["expanded_label"]]
+    scope = rates(labeled)
+    for k, v in scope.items():
+        v["meaning"] = SCOPE_HELP[k]
+    diffs = [(k, v["difference"]) for k, v in scope.items() if v["difference"] is not None]
+    largest = max(diffs, key=lambda kv: abs(kv[1])) if diffs else (None, None)
+    agreement = {}
+    for p in ("d", "e", "r"):
+        xa = [r["A"][p] for r in prim_rows]
+        xb = [r["B"][p] for r in prim_rows]
+        agreement[p.upper()] = {"agreement": _share(xa, xb), "kappa": cohen_kappa(xa, xb)}
+    la, lb = [r["label_A"] for r in prim_rows], [r["label_B"] for r in prim_rows]
+    agreement["label"] = {"agreement": _share(la, lb), "kappa": cohen_kappa(la, lb)}
+    n_adj = sum(r["adjudicated"] for r in prim_rows)
+    status = {s: sum(d.status == s for d in decs) for s in ("ok", "retried", "fallback")}
+    errors = sum(1 for r in prim_rows for who in ("A", "B", "adjudicator") if r[who]
+                 for n in r[who]["notes"] if "scoring error" in n)
+    return {
+        "scope": scope,
+        "largest_weighting_difference": {"metric": largest[0], "difference": largest[1]},
+        "agreement": {**agreement, "adjudication_rate": n_adj / len(prim_rows) if prim_rows else None,
+                      "adjudicated": n_adj, "items": len(prim_rows)},
+        "decomposition": {**status, "failure_rate": status["fallback"] / len(decs) if decs else None,
+                          "obligations": sum(len(d.obligations) for d in decs)},
+        "scoring_errors": errors,
+        "labels": {vn: _counts([r[f"{'citation' if vn == 'citation_only' else 'expanded'}_label"] for r in labels])
+                   for vn in VIEW_NAMES},
+    }
+
+
+def _share(x: Sequence[Any], y: Sequence[Any]) -> float | None:
+    return sum(i == j for i, j in zip(x, y, strict=True)) / len(x) if x else None
+
+
+def _counts(xs: Sequence[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in xs:
+        out[str(x)] = out.get(str(x), 0) + 1
+    return out
