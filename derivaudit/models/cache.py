@@ -23,9 +23,12 @@ CACHE_VERSION = 1
 
 
 def cache_path() -> Path:
+    """$DERIVAUDIT_CACHE, else $DERIVAUDIT_HOME/cache.sqlite (default ~/.cache/derivaudit/)."""
+    import os
+
     from .hf import home
 
-    return home() / "cache.sqlite"
+    return Path(os.environ["DERIVAUDIT_CACHE"]) if os.environ.get("DERIVAUDIT_CACHE") else home() / "cache.sqlite"
 
 
 class ResultCache:

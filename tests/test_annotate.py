@@ -1,0 +1,188 @@
+"""Obligations, the label rule, adjudication routing and blinding, on known inputs and the real model."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from derivaudit import load_log
+from derivaudit.annotate import (
+    Annotator,
+    DecompositionError,
+    Item,
+    Primitives,
+    adjudicate,
+    annotate,
+    cohen_kappa,
+    decompose,
+    memory_label,
+    obligation_label,
+    parse_obligations,
+    parse_subset,
+)
+from derivaudit.evidence import build_views
+from derivaudit.models import CachedBackend, ResultCache, load_backend
+from derivaudit.records import Write
+
+W = Write("w1", "c", "The user moved to Boston because of the new job.", ("t1",), "t2")
+
+
+# ---------------------------------------------------------------- the label rule, whole table
+
+@pytest.mark.parametrize(("d", "e", "r", "label"), [
+    (False, e, r, "ambiguous") for e, r in itertools.product([True, False], repeat=2)
+] + [
+    (True, True, False, "supported"),
+    (True, False, True, "contradicted"),
+    (True, False, False, "insufficient"),
+    (True, True, True, "ambiguous"),
+    (None, True, False, "ambiguous"),
+    (True, None, False, "ambiguous"),
+    (True, True, None, "ambiguous"),
+])
+def test_obligation_label_table(d, e, r, label):
+    assert obligation_label(d, e, r) == label
+
+
+@pytest.mark.parametrize(("labels", "memory"), [
+    (["supported", "supported"], "supported"),
+    (["supported", "ambiguous"], "ambiguous"),
+    (["supported", "ambiguous", "insufficient"], "unsupported"),
+    (["insufficient", "contradicted", "ambiguous"], "contradicted"),
+    (["contradicted"], "contradicted"),
+    (["insufficient"], "unsupported"),
+    (["ambiguous", "insufficient"], "unsupported"),
+])
+def test_memory_label_precedence(labels, memory):
+    assert memory_label(labels) == memory
+
+
+def test_memory_label_needs_obligations():
+    with pytest.raises(ValueError):
+        memory_label([])
+
+
+def test_kappa():
+    assert cohen_kappa([1, 1, 0, 0], [1, 1, 0, 0]) == 1.0
+    assert cohen_kappa([1, 0, 1, 0], [0, 1, 0, 1]) == pytest.approx(-1.0)
+    assert cohen_kappa([1, 1, 1, 0], [1, 1, 0, 0]) == pytest.approx(0.5)
+    assert cohen_kappa([], []) is None
+
+
+# ---------------------------------------------------------------- obligation parsing
+
+def test_parse_obligations_accepts_the_documented_format():
+    text = ("```\nFACT: The user moved to Boston.\n- FACT: The user has a new job.\n"
+            "2. RELATION (cause): The new job is the reason the user moved to Boston.\n"
+            "QUALIFIER (modality): The move to Boston has happened.\n```\n\nRecord: something else\nFACT: x")
+    obs = parse_obligations(W, text)
+    assert [(o.kind, o.subtype) for o in obs] == [("fact", None), ("fact", None), ("relation", "cause"),
+                                                 ("qualifier", "modality")]
+    assert [o.obligation_id for o in obs] == ["w1#o1", "w1#o2", "w1#o3", "w1#o4"]
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("The user moved.", "not an obligation"),
+    ("FACT: The user moved to Boston.\nRELATION (because): The job caused the move to Boston.", "relation type"),
+    ("FACT: The user moved to Boston.\nQUALIFIER: The move to Boston happened.", "qualifier type"),
+    ("FACT: Sharon plans a sports academy.", "not about this record"),
+    ("RELATION (cause): The new job is the reason the user moved to Boston.", "no FACT"),
+    ("FACT (timing): The user moved to Boston.", "takes no type"),
+])
+def test_parse_obligations_rejects(text, reason):
+    with pytest.raises(DecompositionError, match=reason):
+        parse_obligations(W, text)
+
+
+def test_parse_subset():
+    assert parse_subset(" 3, 1 and 3", 4) == [1, 3]
+    with pytest.raises(ValueError, match="do not exist"):
+        parse_subset("2, 7", 4)
+    with pytest.raises(ValueError, match="names no passage"):
+        parse_subset("none of them", 4)
+
+
+# ---------------------------------------------------------------- on the real embedded model
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory):
+    inner = load_backend("transformers", "smollm2", cache=False)
+    return CachedBackend(inner, ResultCache(tmp_path_factory.mktemp("cache") / "c.sqlite"))
+
+
+@pytest.fixture(scope="module")
+def fixture_log():
+    from pathlib import Path
+
+    return load_log(Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl")
+
+
+@pytest.mark.slow
+def test_decomposition_on_fixtures(backend, fixture_log):
+    writes = fixture_log.writes[:4]
+    decs = decompose(backend, writes)
+    assert [d.write_id for d in decs] == [w.write_id for w in writes]
+    for d, w in zip(decs, writes, strict=True):
+        assert d.obligations, "never zero obligations"
+        assert d.status in ("ok", "retried", "fallback")
+        if d.status == "fallback":
+            assert d.error and len(d.raw) == 2
+            assert [o.text for o in d.obligations] == [w.text]
+        else:
+            assert parse_obligations(w, d.raw[-1]) == d.obligations
+
+
+class Recording:
+    """A real backend that also records the prompts it was asked to score."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.seen = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def score(self, prompts, k=100):
+        self.seen.extend(prompts)
+        return self.inner.score(prompts, k)
+
+
+@pytest.mark.slow
+def test_only_disagreements_are_adjudicated_and_blinded(backend, fixture_log):
+    views = {v.write.write_id: v for v in build_views(fixture_log)}
+    decs = decompose(backend, fixture_log.writes[:3])
+    items = [Item(o, views[d.write_id].write, vn, getattr(views[d.write_id], vn))
+             for d in decs for o in d.obligations for vn in ("citation_only", "expanded")]
+    rec = Recording(backend)
+    anns = annotate(items, Annotator("A", backend, "a"), Annotator("B", backend, "b"),
+                    Annotator("adjudicator", rec, "a"))
+    disagree = [x for x in anns if x.a.answers != x.b.answers]
+    assert [x.adjudicated is not None for x in anns] == [x.a.answers != x.b.answers for x in anns]
+    assert disagree, "the two prompt variants should disagree somewhere on the fixtures"
+    for p in rec.seen:
+        text = p.text.lower()
+        assert "annotator" not in text and "assessment 1" in text and "assessment 2" in text
+        assert "variant" not in text and " a's " not in text and " b's " not in text
+    # blinding: A's assessment is shown first for some items and second for others
+    firsts = []
+    for x in disagree:
+        one = adjudicate([x.item], [x.a], [x.b], Annotator("adjudicator", rec, "a"))
+        assert one[0].answers == x.adjudicated.answers  # deterministic, seeded order
+        d_prompt = next(p for p in reversed(rec.seen) if "determinate" in p.task and x.item.obligation.text in p.task)
+        firsts.append(d_prompt.task.index(x.a.describe()) < d_prompt.task.index("Assessment 2")
+                      if x.a.describe() != x.b.describe() else None)
+    assert {True, False} <= set(firsts) or len(disagree) < 4
+    # subsets only name passages of their own view
+    for x in anns:
+        for p in (x.a, x.b, x.adjudicated):
+            if p is None:
+                continue
+            assert all(1 <= n <= len(x.item.passages) for n in p.e_subset + p.r_subset)
+            if not x.item.passages:
+                assert p.e is False and p.r is False
+
+
+def test_primitives_describe_has_no_identity():
+    p = Primitives(True, True, False, e_subset=[1, 3])
+    assert p.describe() == "determinate: yes; implied true: yes (passages 1, 3); implied false: no"

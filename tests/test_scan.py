@@ -1,0 +1,151 @@
+"""scan end to end on fixture writes with the real embedded model: structure and invariants, resume,
+export. Not the model's quality: SmolLM2-135M is near chance."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from derivaudit.cli import app
+from derivaudit.export import neutralise
+from derivaudit.scan import Stage, read_jsonl
+
+runner = CliRunner()
+N = 4
+
+
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory, request):
+    tmp = tmp_path_factory.mktemp("scan")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DERIVAUDIT_CACHE", str(tmp / "cache.sqlite"))
+    request.addfinalizer(mp.undo)
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"
+    run = tmp / "run"
+    r = runner.invoke(app, ["scan", str(log), "-o", str(run), "--limit", str(N), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    return run, json.loads(r.stdout), log
+
+
+@pytest.mark.slow
+def test_scan_files_and_invariants(scanned):
+    run, report, _ = scanned
+    for name in ("meta.json", "views.jsonl", "obligations.jsonl", "primitives.jsonl", "labels.jsonl", "scope.json"):
+        assert (run / name).exists(), name
+    assert not list(run.glob("*.partial.jsonl"))
+    labels = read_jsonl(run / "labels.jsonl")
+    assert len(labels) == N
+    allowed = {"supported", "unsupported", "contradicted", "ambiguous"}
+    views = {r["write_id"]: r for r in read_jsonl(run / "views.jsonl")}
+    for r in labels:
+        assert r["citation_label"] in allowed and r["expanded_label"] in allowed
+        if r["provenance_repaired"]:
+            assert r["citation_label"] == "unsupported" and r["expanded_label"] == "supported"
+        if r["unresolved"]:
+            assert r["search_limited"] and r["expanded_label"] == "unsupported"
+        assert r["search_limited"] == views[r["write_id"]]["search_limited"]
+    prims = read_jsonl(run / "primitives.jsonl")
+    obligations = {o["obligation_id"] for d in read_jsonl(run / "obligations.jsonl") for o in d["obligations"]}
+    assert {p["obligation_id"] for p in prims} == obligations
+    for p in prims:
+        n = len(p["passages"])
+        for who in ("A", "B", "adjudicator"):
+            if p[who]:
+                assert all(1 <= k <= n for k in p[who]["e_subset"] + p[who]["r_subset"])
+        assert p["adjudicated"] == (p["adjudicator"] is not None)
+        assert p["adjudicated"] == ((p["A"]["d"], p["A"]["e"], p["A"]["r"]) != (p["B"]["d"], p["B"]["e"], p["B"]["r"]))
+    assert {(p["write_id"], p["view"]) for p in prims} == {(r["write_id"], v) for r in labels
+                                                           for v in ("citation_only", "expanded")}
+    scope = report["scope"]
+    for m in scope.values():
+        for k in ("balanced", "weighted"):
+            assert m[k] is None or 0.0 <= m[k] <= 1.0
+    assert report["agreement"]["items"] == len(prims)
+    meta = orjson.loads((run / "meta.json").read_bytes())
+    assert set(meta["stages"]) == {"views", "obligations", "primitives", "labels"}
+
+
+@pytest.mark.slow
+def test_rerun_is_free_and_identical(scanned):
+    run, report, log = scanned
+    r = runner.invoke(app, ["scan", str(log), "-o", str(run), "--limit", str(N), "--format", "json"])
+    assert r.exit_code == 0
+    again = json.loads(r.stdout)
+    assert again["scope"] == report["scope"]
+
+
+@pytest.mark.slow
+def test_resume_after_interruption(scanned, tmp_path):
+    run, report, log = scanned
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    meta = orjson.loads((copy / "meta.json").read_bytes())
+    fp = meta["stages"].pop("primitives")
+    (copy / "meta.json").write_bytes(orjson.dumps(meta))
+    rows = read_jsonl(copy / "primitives.jsonl")
+    first = rows[0]["write_id"]
+    done = [r for r in rows if r["write_id"] == first]
+    done[-1]["_last"] = True
+    (copy / "primitives.jsonl").unlink()
+    with (copy / "primitives.partial.jsonl").open("wb") as fh:  # as an interrupted run leaves it
+        fh.write(orjson.dumps({"_fingerprint": fp}) + b"\n")
+        fh.write(b"".join(orjson.dumps(r) + b"\n" for r in done))
+        fh.write(b'{"obligation_id": "cut')
+    r = runner.invoke(app, ["scan", str(log), "-o", str(copy), "--limit", str(N), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["scope"] == report["scope"]
+    assert read_jsonl(copy / "primitives.jsonl") == read_jsonl(run / "primitives.jsonl")
+
+
+def test_stage_drops_a_cut_off_line_and_stale_partials(tmp_path):
+    st = Stage(tmp_path, "x", "fp1", {})
+    with st.appender() as append:
+        append([{"a": 1}, {"a": 2}])
+    with (tmp_path / "x.partial.jsonl").open("ab") as fh:
+        fh.write(b'{"a": 3')
+    assert Stage(tmp_path, "x", "fp1", {}).resumed() == [{"a": 1}, {"a": 2}]
+    assert Stage(tmp_path, "x", "other", {}).resumed() == []
+    assert not (tmp_path / "x.partial.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_export_csv(scanned, tmp_path):
+    run, _, _ = scanned
+    out = tmp_path / "labels.csv"
+    r = runner.invoke(app, ["export", str(run), str(out)])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 2 * N
+    assert {"write_id", "text", "view", "label", "citations"} <= set(rows[0])
+    out2 = tmp_path / "obl.csv"
+    assert runner.invoke(app, ["export", str(run), str(out2), "--level", "obligation"]).exit_code == 0
+    orows = list(csv.DictReader(out2.open()))
+    assert {"A_D", "A_E", "A_R", "A_E_passages", "B_D", "adjudicator_D", "label", "obligation"} <= set(orows[0])
+    r = runner.invoke(app, ["export", str(tmp_path / "nope"), str(tmp_path / "x.csv")])
+    assert r.exit_code == 2 and "missing" in r.output
+
+
+@pytest.mark.parametrize(("value", "safe"), [
+    ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"), ("+1", "'+1"), ("-2", "'-2"), ("@SUM(A1)", "'@SUM(A1)"),
+    ("\tx", "'\tx"), ("\rx", "'\rx"), ("plain", "plain"), (3, 3), (None, None),
+])
+def test_formula_cells_are_neutralised(value, safe):
+    assert neutralise(value) == safe
+
+
+def test_scan_bad_input(tmp_path):
+    from pathlib import Path
+
+    bad = Path(__file__).resolve().parent.parent / "fixtures" / "malformed.jsonl"
+    r = runner.invoke(app, ["scan", str(bad), "-o", str(tmp_path / "r")])
+    assert r.exit_code == 2 and not (tmp_path / "r").exists()
+    good = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"
+    r = runner.invoke(app, ["scan", str(good), "-o", str(tmp_path / "r"), "--conversation", "nope"])
+    assert r.exit_code == 2 and "unknown conversation" in r.output
