@@ -19,9 +19,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 install: $(VENV)/.installed
 
 demo: install
-	$(BIN)/derivaudit validate fixtures/memories.jsonl
-	$(BIN)/derivaudit views fixtures/memories.jsonl --write boston-2 --write academy-1
-	$(BIN)/derivaudit check --record "Alex is moving to Boston for the new job." --evidence fixtures/passages.txt
+	$(BIN)/derivaudit scan fixtures/memories.jsonl -o runs/fixtures
 
 test: install
 	$(BIN)/ruff check derivaudit tests benchmarks

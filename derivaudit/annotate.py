@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import templates
-from .evidence import tokenize
+from .evidence import STOP_WORDS, tokenize
 from .models.base import Backend, Prompt, Score
 from .records import Turn, Write
 from .views import evidence_block
@@ -84,9 +84,11 @@ class DecompositionError(ValueError):
     pass
 
 
-def parse_obligations(write: Write, text: str) -> list[Obligation]:
-    """Validate a generated obligation list: typed lines only, known subtypes, each grounded in the
-    record (shares a content word), at least one fact. Raises DecompositionError with the reason."""
+def parse_obligations(write: Write, text: str, dropped: list[str] | None = None) -> list[Obligation]:
+    """Validate a generated obligation list: typed lines only, known subtypes, at least one fact.
+    A line that is not about the record (no shared content word, or a name the record does not
+    mention: a weak model copying the few-shot examples) is left out and appended to `dropped`.
+    Raises DecompositionError."""
     record_words = set(tokenize(write.text))
     found: list[tuple[str, str | None, str]] = []
     for n, raw in enumerate(text.splitlines(), start=1):
@@ -110,13 +112,27 @@ def parse_obligations(write: Write, text: str) -> list[Obligation]:
                 raise DecompositionError(f"line {n}: qualifier type {sub!r} is not one of {QUALIFIER_TYPES}")
         elif sub is not None:
             raise DecompositionError(f"line {n}: a FACT takes no type, got {sub!r}")
-        if record_words and record_words.isdisjoint(tokenize(body)):
-            raise DecompositionError(f"line {n} is not about this record (shares no content word): {body[:80]!r}")
+        if not _grounded(body, write.text, record_words):
+            if dropped is not None:
+                dropped.append(line)
+            continue
         found.append((kind, sub, body))
     unique = list(dict.fromkeys(found))
     if not any(k == "fact" for k, _, _ in unique):
-        raise DecompositionError("no FACT obligation")
+        raise DecompositionError("no FACT obligation about this record (each must share a content word with it)")
     return [Obligation(f"{write.write_id}#o{i}", write.write_id, k, s, b) for i, (k, s, b) in enumerate(unique, 1)]
+
+
+_NAME = re.compile(r"\b[A-Z][\w'-]*")
+
+
+def _grounded(obligation: str, record: str, record_words: set[str]) -> bool:
+    """About this record: shares a content word with it and names no one and nothing (a
+    capitalised word) that the record does not mention."""
+    if record_words and record_words.isdisjoint(tokenize(obligation)):
+        return False
+    lower = record.lower()
+    return all(n.lower() in lower or n.lower() in STOP_WORDS for n in _NAME.findall(obligation))
 
 
 @dataclass
@@ -126,61 +142,58 @@ class Decomposition:
     status: str  # ok | retried | fallback
     error: str | None = None
     raw: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # generated lines not about the record
 
     def to_dict(self) -> dict[str, Any]:
         return {"write_id": self.write_id, "status": self.status, "error": self.error, "raw": self.raw,
-                "obligations": [o.to_dict() for o in self.obligations]}
+                "dropped": self.dropped, "obligations": [o.to_dict() for o in self.obligations]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Decomposition:
-        return cls(d["write_id"], [Obligation(**o) for o in d["obligations"]], d["status"], d["error"], d["raw"])
+        return cls(d["write_id"], [Obligation(**o) for o in d["obligations"]], d["status"], d["error"], d["raw"],
+                   d.get("dropped", []))
 
 
 ANSWER_PREFIX_DECOMPOSE = "FACT:"
 STOP_DECOMPOSE = ("\n\n", "\nRecord:")
 
 
-def decompose(backend: Backend, writes: Sequence[Write], *, max_new_tokens: int = 160,
-              chunk: int = 8, on_done: Callable[[int], None] | None = None) -> list[Decomposition]:
+def decompose(backend: Backend, writes: Sequence[Write], *, max_new_tokens: int = 96,
+              on_done: Callable[[int], None] | None = None) -> list[Decomposition]:
     """Greedy generation, validated; an invalid answer is retried once with the validation error.
     A memory that still fails keeps the whole record as its single FACT obligation, marked
     status='fallback' with the error, so it is audited and counted, never silently dropped."""
-    out: list[Decomposition] = []
-    for start in range(0, len(writes), chunk):
-        part = writes[start : start + chunk]
-        base = [templates.render("decompose", record=" ".join(w.text.split())) for w in part]
-        first = backend.generate([Prompt("", t, answer_prefix=ANSWER_PREFIX_DECOMPOSE) for t in base],
-                                 max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE)
-        results: list[Decomposition | None] = []
-        retry: list[int] = []
-        errors: dict[int, str] = {}
-        for i, (w, gen) in enumerate(zip(part, first, strict=True)):
-            text = ANSWER_PREFIX_DECOMPOSE + gen
-            try:
-                results.append(Decomposition(w.write_id, parse_obligations(w, text), "ok", raw=[text]))
-            except DecompositionError as e:
-                results.append(None)
-                retry.append(i)
-                errors[i] = str(e)
-        if retry:
-            again = backend.generate(
-                [Prompt("", base[i] + templates.render("decompose_retry", error=errors[i]),
-                        answer_prefix=ANSWER_PREFIX_DECOMPOSE) for i in retry],
-                max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE,
-            )
-            for i, gen in zip(retry, again, strict=True):
-                w = part[i]
-                text = ANSWER_PREFIX_DECOMPOSE + gen
-                raw = [ANSWER_PREFIX_DECOMPOSE + first[i], text]
-                try:
-                    results[i] = Decomposition(w.write_id, parse_obligations(w, text), "retried", raw=raw)
-                except DecompositionError as e:
-                    fallback = [Obligation(f"{w.write_id}#o1", w.write_id, "fact", None, w.text)]
-                    results[i] = Decomposition(w.write_id, fallback, "fallback", error=str(e), raw=raw)
-        out.extend(r for r in results if r is not None)
-        if on_done:
-            on_done(len(part))
-    return out
+
+    def ask(ws: Sequence[Write], notes: Sequence[str]) -> list[str]:
+        tasks = [templates.render("decompose", record=" ".join(w.text.split()), note=note)
+                 for w, note in zip(ws, notes, strict=True)]
+        gens = backend.generate([Prompt("", t, answer_prefix=ANSWER_PREFIX_DECOMPOSE) for t in tasks],
+                                max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE)
+        return [ANSWER_PREFIX_DECOMPOSE + g for g in gens]
+
+    def attempt(w: Write, text: str, raw: list[str], status: str) -> Decomposition | str:
+        dropped: list[str] = []
+        try:
+            return Decomposition(w.write_id, parse_obligations(w, text, dropped), status, raw=raw, dropped=dropped)
+        except DecompositionError as e:
+            return str(e)
+
+    first = ask(writes, [""] * len(writes))
+    results: list[Decomposition | str] = [attempt(w, t, [t], "ok") for w, t in zip(writes, first, strict=True)]
+    retry = [i for i, r in enumerate(results) if isinstance(r, str)]
+    if retry:
+        notes = [templates.render("decompose_retry", error=results[i]) for i in retry]  # type: ignore[arg-type]
+        again = ask([writes[i] for i in retry], notes)
+        for i, text in zip(retry, again, strict=True):
+            w, raw = writes[i], [first[i], text]
+            r = attempt(w, text, raw, "retried")
+            if isinstance(r, str):
+                fallback = [Obligation(f"{w.write_id}#o1", w.write_id, "fact", None, w.text)]
+                r = Decomposition(w.write_id, fallback, "fallback", error=r, raw=raw)
+            results[i] = r
+    if on_done:
+        on_done(len(writes))
+    return results  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------- primitives
@@ -298,7 +311,7 @@ def _subsets(items: Sequence[Item], prims: Sequence[Primitives], backends: Seque
                 task += f"\nYour previous answer could not be used ({last_error[(k, which)]}). " \
                         f"Answer with passage numbers between 1 and {len(it.passages)}."
             reqs.append((backends[k], Prompt(it.shared, task, answer_prefix="Passages:")))
-        texts = generate_all(reqs, max_new_tokens=16, stop=("\n",))
+        texts = generate_all(reqs, max_new_tokens=12, stop=("\n\n",))
         failed = []
         for (k, which), text in zip(pending, texts, strict=True):
             try:

@@ -124,7 +124,7 @@ class ScanConfig:
     evidence: EvidenceSettings = field(default_factory=EvidenceSettings)
     limit: int | None = None
     conversations: list[str] | None = None
-    chunk: int = 4  # writes per model round trip (progress and resume granularity)
+    chunk: int = 8  # writes per model round trip (progress and resume granularity)
     until: str = "labels"  # views | obligations | primitives | labels
 
 

@@ -86,13 +86,20 @@ def test_parse_obligations_accepts_the_documented_format():
     ("The user moved.", "not an obligation"),
     ("FACT: The user moved to Boston.\nRELATION (because): The job caused the move to Boston.", "relation type"),
     ("FACT: The user moved to Boston.\nQUALIFIER: The move to Boston happened.", "qualifier type"),
-    ("FACT: Sharon plans a sports academy.", "not about this record"),
+    ("FACT: Sharon plans a sports academy.", "no FACT obligation about this record"),
     ("RELATION (cause): The new job is the reason the user moved to Boston.", "no FACT"),
     ("FACT (timing): The user moved to Boston.", "takes no type"),
 ])
 def test_parse_obligations_rejects(text, reason):
     with pytest.raises(DecompositionError, match=reason):
         parse_obligations(W, text)
+
+
+def test_ungrounded_lines_are_dropped_and_kept_for_inspection():
+    dropped = []
+    obs = parse_obligations(W, "FACT: The user moved to Boston.\nFACT: Dana moved to Denver.", dropped)
+    assert [o.text for o in obs] == ["The user moved to Boston."]
+    assert dropped == ["FACT: Dana moved to Denver."]
 
 
 def test_parse_subset():

@@ -337,32 +337,64 @@ class TransformersBackend(Backend):
         self, prompts: Sequence[Prompt], max_new_tokens: int = 256, json_schema: dict[str, Any] | None = None,
         stop: Sequence[str] = (),
     ) -> list[str]:
-        torch = self.torch
+        """Greedy generation in batches. Prompts that share an evidence block reuse its key/value
+        cache: each batch is [common prefix][left padding][suffix], with the padding masked out."""
         tok = self.tokenizer
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
-        texts = [self.render(p) for p in prompts]
-        outs: list[str] = [""] * len(texts)
-        lengths = [len(t) for t in texts]
-        for batch in self._batches(list(range(len(texts))), lengths):
-            tok.padding_side = "left"
-            enc = tok([texts[i] for i in batch], return_tensors="pt", padding=True,
-                      add_special_tokens=not self.template).to(self.device)
-            with torch.inference_mode():
-                gen = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                                          temperature=None, top_p=None, top_k=None,
-                                          pad_token_id=tok.pad_token_id,
-                                          **({"stop_strings": list(stop), "tokenizer": tok} if stop else {}))
-            new = gen[:, enc["input_ids"].shape[1]:]
-            self.usage.calls += 1
-            self.usage.prompts += len(batch)
-            self.usage.prompt_tokens += int(enc["attention_mask"].sum())
-            self.usage.computed_tokens += int(enc["attention_mask"].sum())
-            for i, row in zip(batch, new, strict=True):
-                text = tok.decode(row, skip_special_tokens=True)
-                self.usage.generated_tokens += int((row != tok.pad_token_id).sum())
-                outs[i] = cut_at_stop(text, stop).strip()
+        seqs = [self.encode(p) for p in prompts]
+        self.usage.prompts += len(seqs)
+        self.usage.prompt_tokens += sum(map(len, seqs))
+        outs: list[str] = [""] * len(seqs)
+        groups: dict[str, list[int]] = {}
+        for i, p in enumerate(prompts):
+            groups.setdefault(p.shared if self.prefix_reuse else str(i), []).append(i)
+        plain: list[int] = []
+        for ix in groups.values():
+            common = common_prefix([seqs[i] for i in ix]) if len(ix) > 1 else 0
+            if common:
+                self._generate(ix, seqs, common, max_new_tokens, stop, outs)
+            else:
+                plain.extend(ix)
+        if plain:
+            self._generate(plain, seqs, 0, max_new_tokens, stop, outs)
         return outs
+
+    def _generate(self, ix: list[int], seqs: list[list[int]], common: int, max_new_tokens: int,
+                  stop: Sequence[str], outs: list[str]) -> None:
+        torch, model, tok = self.torch, self.model, self.tokenizer
+        prefix_cache = None
+        if common:
+            with torch.inference_mode():
+                pre = model(input_ids=torch.tensor([seqs[ix[0]][:common]], device=self.device), use_cache=True,
+                            **({self._keep_kw: 1} if self._keep_kw else {}))
+            prefix_cache = getattr(pre, "cache", None) or pre.past_key_values
+            self.usage.computed_tokens += common
+        lengths = {i: len(seqs[i]) - common for i in ix}
+        for batch in self._batches(ix, lengths):
+            width = max(lengths[i] for i in batch)
+            ids = torch.full((len(batch), common + width), tok.pad_token_id, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for row, i in enumerate(batch):
+                n = lengths[i]
+                ids[row, :common] = torch.tensor(seqs[i][:common])
+                ids[row, common + width - n:] = torch.tensor(seqs[i][common:])
+                mask[row, :common] = 1
+                mask[row, common + width - n:] = 1
+            extra: dict[str, Any] = {"stop_strings": list(stop), "tokenizer": tok} if stop else {}
+            if prefix_cache is not None:
+                cache = copy.deepcopy(prefix_cache)
+                cache.batch_repeat_interleave(len(batch))
+                extra[self._cache_kw] = cache
+            with torch.inference_mode():
+                gen = model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                     max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
+                                     top_p=None, top_k=None, pad_token_id=tok.pad_token_id, **extra)
+            self.usage.calls += 1
+            self.usage.computed_tokens += sum(lengths[i] for i in batch)
+            for i, row in zip(batch, gen[:, ids.shape[1]:], strict=True):
+                self.usage.generated_tokens += int((row != tok.pad_token_id).sum())
+                outs[i] = cut_at_stop(tok.decode(row, skip_special_tokens=True), stop).strip()
 
     def close(self) -> None:
         self._model = None
