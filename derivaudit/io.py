@@ -276,6 +276,10 @@ def check_log(paths: Sequence[str | Path]) -> tuple[MemoryLog, list[Problem]]:
     problems: list[Problem] = []
     for p in paths:
         _parse_objects(str(p), _read_lines(Path(p)), turns, writes, problems)
+    return _assembled(turns, writes, problems)
+
+
+def _assembled(turns: list[Turn], writes: list[Write], problems: list[Problem]) -> tuple[MemoryLog, list[Problem]]:
     log = _assemble(turns, writes, problems)
     problems.sort(key=lambda p: (p.file, p.line or 0))
     return log, problems
@@ -287,9 +291,7 @@ def check_rows(name: str, rows: Sequence[dict[str, Any]]) -> tuple[MemoryLog, li
     writes: list[Write] = []
     problems: list[Problem] = []
     _parse_objects(name, ((i, r, None) for i, r in enumerate(rows, start=1)), turns, writes, problems)
-    log = _assemble(turns, writes, problems)
-    problems.sort(key=lambda p: (p.file, p.line or 0))
-    return log, problems
+    return _assembled(turns, writes, problems)
 
 
 def load_log(paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = False) -> MemoryLog:

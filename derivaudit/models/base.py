@@ -109,6 +109,16 @@ def word_variants(word: str) -> list[str]:
     return [p + f for f in forms for p in ("", " ")]
 
 
+def variant_ids(tokenizer: Any, word: str) -> set[int]:
+    """Token ids that spell `word` on their own in this tokenizer (case and leading-space variants)."""
+    out = set()
+    for form in word_variants(word):
+        ids = tokenizer.encode(form, add_special_tokens=False)
+        if len(ids) == 1 and tokenizer.decode(ids).strip().lower() == word:
+            out.add(ids[0])
+    return out
+
+
 @dataclass
 class Usage:
     """What a backend did, for benchmarks and run metadata."""

@@ -33,7 +33,7 @@ from .base import (
     Score,
     cut_at_stop,
     score_from_top,
-    word_variants,
+    variant_ids,
 )
 
 EMBEDDED = "smollm2"
@@ -217,13 +217,7 @@ class TransformersBackend(Backend):
         return dict(self._identity)
 
     def variant_ids(self, word: str) -> set[int]:
-        """Token ids that spell `word` on their own (case and leading-space variants)."""
-        out = set()
-        for form in word_variants(word):
-            ids = self.tokenizer.encode(form, add_special_tokens=False)
-            if len(ids) == 1 and self.tokenizer.decode(ids).strip().lower() == word:
-                out.add(ids[0])
-        return out
+        return variant_ids(self.tokenizer, word)
 
     # ------------------------------------------------------------ rendering
 
@@ -286,21 +280,39 @@ class TransformersBackend(Backend):
         for start in range(0, len(order), self.batch_size):
             yield order[start : start + self.batch_size]
 
-    def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
+    def _plan(self, prompts: Sequence[Prompt]) -> tuple[list[list[int]], list[tuple[list[int], int]], list[int]]:
+        """Token ids of every prompt, the groups that share a token prefix (indices, prefix
+        length), and the prompts with nothing to share."""
         seqs = [self.encode(p) for p in prompts]
         self.usage.prompts += len(seqs)
         self.usage.prompt_tokens += sum(map(len, seqs))
-        results: list[Score | None] = [None] * len(seqs)
         groups: dict[str, list[int]] = {}
         for i, p in enumerate(prompts):
             groups.setdefault(p.shared if self.prefix_reuse else str(i), []).append(i)
-        plain: list[int] = []
+        shared, plain = [], []
         for ix in groups.values():
             common = common_prefix([seqs[i] for i in ix]) if len(ix) > 1 else 0
             if common:
-                self._score_shared(ix, seqs, common, k, results)
+                shared.append((ix, common))
             else:
                 plain.extend(ix)
+        return seqs, shared, plain
+
+    def _prefix(self, ids: list[int]) -> Any:
+        """The key/value cache of a shared prefix, computed once."""
+        torch = self.torch
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True,
+                             **({self._keep_kw: 1} if self._keep_kw else {}))
+        self.usage.calls += 1
+        self.usage.computed_tokens += len(ids)
+        return getattr(out, "cache", None) or out.past_key_values
+
+    def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
+        seqs, shared, plain = self._plan(prompts)
+        results: list[Score | None] = [None] * len(seqs)
+        for ix, common in shared:
+            self._score_shared(ix, seqs, common, k, results)
         self._score_plain(plain, seqs, k, results)
         return results  # type: ignore[return-value]
 
@@ -314,13 +326,7 @@ class TransformersBackend(Backend):
     def _score_shared(self, ix: list[int], seqs: list[list[int]], common: int, k: int,
                       results: list[Score | None]) -> None:
         """Run the common token prefix once, then every suffix over a batch-expanded copy of its cache."""
-        torch, model = self.torch, self.model
-        with torch.inference_mode():
-            pre = model(input_ids=torch.tensor([seqs[ix[0]][:common]], device=self.device), use_cache=True,
-                             **({self._keep_kw: 1} if self._keep_kw else {}))
-        prefix_cache = getattr(pre, "cache", None) or pre.past_key_values
-        self.usage.calls += 1
-        self.usage.computed_tokens += common
+        prefix_cache = self._prefix(seqs[ix[0]][:common])
         suffix = {i: seqs[i][common:] for i in ix}
         lengths = {i: len(s) for i, s in suffix.items()}
         for batch in self._batches(ix, lengths):
@@ -342,20 +348,10 @@ class TransformersBackend(Backend):
         tok = self.tokenizer
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
-        seqs = [self.encode(p) for p in prompts]
-        self.usage.prompts += len(seqs)
-        self.usage.prompt_tokens += sum(map(len, seqs))
+        seqs, shared, plain = self._plan(prompts)
         outs: list[str] = [""] * len(seqs)
-        groups: dict[str, list[int]] = {}
-        for i, p in enumerate(prompts):
-            groups.setdefault(p.shared if self.prefix_reuse else str(i), []).append(i)
-        plain: list[int] = []
-        for ix in groups.values():
-            common = common_prefix([seqs[i] for i in ix]) if len(ix) > 1 else 0
-            if common:
-                self._generate(ix, seqs, common, max_new_tokens, stop, outs)
-            else:
-                plain.extend(ix)
+        for ix, common in shared:
+            self._generate(ix, seqs, common, max_new_tokens, stop, outs)
         if plain:
             self._generate(plain, seqs, 0, max_new_tokens, stop, outs)
         return outs
@@ -363,13 +359,7 @@ class TransformersBackend(Backend):
     def _generate(self, ix: list[int], seqs: list[list[int]], common: int, max_new_tokens: int,
                   stop: Sequence[str], outs: list[str]) -> None:
         torch, model, tok = self.torch, self.model, self.tokenizer
-        prefix_cache = None
-        if common:
-            with torch.inference_mode():
-                pre = model(input_ids=torch.tensor([seqs[ix[0]][:common]], device=self.device), use_cache=True,
-                            **({self._keep_kw: 1} if self._keep_kw else {}))
-            prefix_cache = getattr(pre, "cache", None) or pre.past_key_values
-            self.usage.computed_tokens += common
+        prefix_cache = self._prefix(seqs[ix[0]][:common]) if common else None
         lengths = {i: len(seqs[i]) - common for i in ix}
         for batch in self._batches(ix, lengths):
             width = max(lengths[i] for i in batch)

@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from .base import DEFAULT_TOP_K, NO, YES, Backend, BackendError, Prompt, Score, score_from_top, word_variants
+from .base import DEFAULT_TOP_K, NO, YES, Backend, BackendError, Prompt, Score, score_from_top, variant_ids
 
 
 class VLLMBackend(Backend):
@@ -40,16 +40,8 @@ class VLLMBackend(Backend):
             "logprobs_mode": "raw_logprobs",
         }
         self.template = bool(template)
-        self.yes_ids = self._variants(YES)
-        self.no_ids = self._variants(NO)
-
-    def _variants(self, word: str) -> set[int]:
-        out = set()
-        for form in word_variants(word):
-            ids = self.tokenizer.encode(form, add_special_tokens=False)
-            if len(ids) == 1 and self.tokenizer.decode(ids).strip().lower() == word:
-                out.add(ids[0])
-        return out
+        self.yes_ids = variant_ids(self.tokenizer, YES)
+        self.no_ids = variant_ids(self.tokenizer, NO)
 
     def identity(self) -> dict[str, Any]:
         return dict(self._identity)
