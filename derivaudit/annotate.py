@@ -17,6 +17,7 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from string import Template
 from typing import Any
 
 from . import templates
@@ -164,11 +165,13 @@ def decompose(backend: Backend, writes: Sequence[Write], *, max_new_tokens: int 
     A memory that still fails keeps the whole record as its single FACT obligation, marked
     status='fallback' with the error, so it is audited and counted, never silently dropped."""
 
+    instructions = templates.load("decompose")
+    head, _, tail = instructions.partition("$note")  # the instructions and examples are shared
+
     def ask(ws: Sequence[Write], notes: Sequence[str]) -> list[str]:
-        tasks = [templates.render("decompose", record=" ".join(w.text.split()), note=note)
-                 for w, note in zip(ws, notes, strict=True)]
-        gens = backend.generate([Prompt("", t, answer_prefix=ANSWER_PREFIX_DECOMPOSE) for t in tasks],
-                                max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE)
+        prompts = [Prompt(head, note + Template(tail).substitute(record=" ".join(w.text.split())),
+                          answer_prefix=ANSWER_PREFIX_DECOMPOSE) for w, note in zip(ws, notes, strict=True)]
+        gens = backend.generate(prompts, max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE)
         return [ANSWER_PREFIX_DECOMPOSE + g for g in gens]
 
     def attempt(w: Write, text: str, raw: list[str], status: str) -> Decomposition | str:
@@ -324,38 +327,47 @@ def _subsets(items: Sequence[Item], prims: Sequence[Primitives], backends: Seque
         prims[k].notes.append(f"{which.upper()} subset: {last_error[(k, which)]}")
 
 
-def _answers(items: Sequence[Item], be: Backend, d_task: Callable[[int, Item], str],
-             er_task: Callable[[int, Item, str], str]) -> list[Primitives]:
-    """Score D (no evidence) and, where the view has passages, E and R (after the shared evidence
-    block); then generate subsets for the yes answers. A view with no passages implies nothing:
-    E and R are 'no' there without asking."""
+Asker = tuple[Backend, Callable[[int, Item], str], Callable[[int, Item, str], str]]
+
+
+def _answers(items: Sequence[Item], askers: Sequence[Asker]) -> list[list[Primitives]]:
+    """For each asker (backend, D prompt, E/R prompt): score D (no evidence) and, where the view has
+    passages, E and R (after the shared evidence block); then generate subsets for the yes answers.
+    All askers go out together, so annotators on one backend share each evidence prefix. A view
+    with no passages implies nothing: E and R are 'no' there without asking."""
     reqs: list[tuple[Backend, Prompt]] = []
-    slots: list[tuple[int, str]] = []
-    for k, it in enumerate(items):
-        reqs.append((be, Prompt("", d_task(k, it))))
-        slots.append((k, "d"))
-        if it.passages:
-            shared = it.shared
-            for which in ("e", "r"):
-                reqs.append((be, Prompt(shared, er_task(k, it, which))))
-                slots.append((k, which))
-    prims = [Primitives(None, False, False) for _ in items]
-    for (k, which), s in zip(slots, score_all(reqs), strict=True):
-        p = prims[k]
+    slots: list[tuple[int, int, str]] = []
+    for j, (be, d_task, er_task) in enumerate(askers):
+        for k, it in enumerate(items):
+            reqs.append((be, Prompt("", d_task(k, it))))
+            slots.append((j, k, "d"))
+            if it.passages:
+                shared = it.shared
+                for which in ("e", "r"):
+                    reqs.append((be, Prompt(shared, er_task(k, it, which))))
+                    slots.append((j, k, which))
+    prims = [[Primitives(None, False, False) for _ in items] for _ in askers]
+    for (j, k, which), s in zip(slots, score_all(reqs), strict=True):
+        p = prims[j][k]
         p.scores[which] = s.logodds
         setattr(p, which, _yes(s, p.notes, which.upper()))
-    _subsets(items, prims, [be] * len(items))
+    _subsets([it for _ in askers for it in items], [p for ps in prims for p in ps],
+             [be for be, _, _ in askers for _ in items])
     return prims
+
+
+def _asker(annotator: Annotator) -> Asker:
+    v = annotator.variant
+    return (
+        annotator.backend,
+        lambda k, it: templates.render(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
+        lambda k, it, which: templates.render(f"der_{which}_{v}", obligation=it.obligation.text),
+    )
 
 
 def primitives(items: Sequence[Item], annotator: Annotator) -> list[Primitives]:
     """One annotator's D/E/R primitives for each item, with its prompt wording."""
-    v = annotator.variant
-    return _answers(
-        items, annotator.backend,
-        lambda k, it: templates.render(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
-        lambda k, it, which: templates.render(f"der_{which}_{v}", obligation=it.obligation.text),
-    )
+    return _answers(items, [_asker(annotator)])[0]
 
 
 def _order(item: Item) -> bool:
@@ -373,11 +385,11 @@ def adjudicate(items: Sequence[Item], a: Sequence[Primitives], b: Sequence[Primi
     def fields(k: int, it: Item) -> dict[str, str]:
         return {"obligation": it.obligation.text, "first": shown[k][0].describe(), "second": shown[k][1].describe()}
 
-    return _answers(
-        items, adjudicator.backend,
+    return _answers(items, [(
+        adjudicator.backend,
         lambda k, it: templates.render("adjudicate_d", record=it.write.text, **fields(k, it)),
         lambda k, it, which: templates.render(f"adjudicate_{which}", **fields(k, it)),
-    )
+    )])[0]
 
 
 @dataclass
@@ -399,8 +411,7 @@ class Annotation:
 
 def annotate(items: Sequence[Item], a: Annotator, b: Annotator, adjudicator: Annotator) -> list[Annotation]:
     """Two independent annotators; only disagreements (any of D, E, R differs) are adjudicated."""
-    pa = primitives(items, a)
-    pb = primitives(items, b)
+    pa, pb = _answers(items, [_asker(a), _asker(b)])  # independent prompts, one round trip
     disagree = [k for k in range(len(items)) if pa[k].answers != pb[k].answers]
     adj = adjudicate([items[k] for k in disagree], [pa[k] for k in disagree], [pb[k] for k in disagree],
                      adjudicator) if disagree else []

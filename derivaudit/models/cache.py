@@ -114,7 +114,11 @@ class CachedBackend(Backend):
     def _cached(self, kind: str, payloads: list[dict[str, Any]], compute) -> list[Any]:
         keys = [ResultCache.key(self._ident, kind, p) for p in payloads]
         found = self.cache.get_many(list(dict.fromkeys(keys)))
-        todo = [i for i, k in enumerate(keys) if k not in found]
+        first: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            if k not in found:
+                first.setdefault(k, i)  # the same prompt twice in one call is computed once
+        todo = list(first.values())
         self.hits += len(keys) - len(todo)
         self.misses += len(todo)
         if todo:

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from transformers import StoppingCriteria, StoppingCriteriaList
+
 from .base import (
     DEFAULT_TOP_K,
     NO,
@@ -80,6 +82,20 @@ def file_sha256(path: Path) -> str:
     tmp.write_text(json.dumps(known, indent=1))
     os.replace(tmp, index)
     return known[key]
+
+
+class _StopOn(StoppingCriteria):
+    """Stop each row once its generated text contains a stop string (cheaper per call than
+    transformers' stop_strings, which indexes the whole vocabulary every time)."""
+
+    def __init__(self, tokenizer: Any, stop: Sequence[str], start: int):
+        self.tokenizer, self.stop, self.start = tokenizer, list(stop), start
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        tails = self.tokenizer.batch_decode(input_ids[:, self.start :], skip_special_tokens=True)
+        return torch.tensor([any(s in t for s in self.stop) for t in tails], device=input_ids.device)
 
 
 def common_prefix(seqs: Sequence[Sequence[int]]) -> int:
@@ -371,7 +387,9 @@ class TransformersBackend(Backend):
                 ids[row, common + width - n:] = torch.tensor(seqs[i][common:])
                 mask[row, :common] = 1
                 mask[row, common + width - n:] = 1
-            extra: dict[str, Any] = {"stop_strings": list(stop), "tokenizer": tok} if stop else {}
+            extra: dict[str, Any] = {}
+            if stop:
+                extra["stopping_criteria"] = StoppingCriteriaList([_StopOn(tok, stop, ids.shape[1])])
             if prefix_cache is not None:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(batch))
