@@ -425,6 +425,17 @@ def scan(
     format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
 ) -> None:
     """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
+    opts = {"files": [str(f.resolve()) for f in files], "history": [str(h.resolve()) for h in history or []],
+            "limit": limit,
+            "conversation": conversation, "backend": backend, "model": model, "base_url": base_url,
+            "top_logprobs": top_logprobs, "backend_b": backend_b, "model_b": model_b,
+            "adjudicator_backend": adjudicator_backend, "adjudicator_model": adjudicator_model,
+            "limit_floor": limit_floor, "no_cache": no_cache, "skip_invalid": skip_invalid}
+    _run_scan(opts, run, until, format)
+
+
+def _run_scan(opts: dict[str, Any], run: Path, until: str, format: Fmt) -> None:
+    """The body of scan, decompose and annotate: one pipeline, stopped after `until`."""
     from .annotate import Annotator
     from .scan import ScanConfig
     from .scan import scan as run_scan
@@ -432,7 +443,9 @@ def scan(
     if until not in ("views", "obligations", "primitives", "labels"):
         err.print(f"[red]error[/red]: --until must be views, obligations, primitives or labels, not {until!r}")
         raise typer.Exit(EXIT_BAD_INPUT)
-    log = _load(files, history, skip_invalid)
+    files, history = [Path(f) for f in opts["files"]], [Path(h) for h in opts["history"]]
+    log = _load(files, history, opts["skip_invalid"])
+    conversation = opts["conversation"]
     if conversation:
         unknown = sorted(set(conversation) - set(log.conversations))
         if unknown:
@@ -441,15 +454,16 @@ def scan(
     loaded: dict[tuple[str, str], Any] = {}
 
     def get(be: str | None, m: str | None):
-        key = (be or backend, m or model)
+        key = (be or opts["backend"], m or opts["model"])
         if key not in loaded:
-            loaded[key] = open_backend(key[0], key[1], base_url, no_cache, top_logprobs)
+            loaded[key] = open_backend(key[0], key[1], opts["base_url"], opts["no_cache"], opts["top_logprobs"])
         return loaded[key]
 
-    annotators = (Annotator("A", get(None, None), "a"), Annotator("B", get(backend_b, model_b), "b"),
-                  Annotator("adjudicator", get(adjudicator_backend, adjudicator_model), "a"))
-    cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit,
-                     conversations=conversation, until=until)
+    annotators = (Annotator("A", get(None, None), "a"),
+                  Annotator("B", get(opts["backend_b"], opts["model_b"]), "b"),
+                  Annotator("adjudicator", get(opts["adjudicator_backend"], opts["adjudicator_model"]), "a"))
+    cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=opts["limit_floor"]), limit=opts["limit"],
+                     conversations=conversation, until=until, cli=opts)
     with _progress() as bar:
         tasks: dict[str, Any] = {}
 
@@ -458,7 +472,7 @@ def scan(
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.advance(tasks[stage], advance)
 
-        report = run_scan(log, run, annotators, cfg=cfg, input_files=[*(history or []), *files], progress=progress)
+        report = run_scan(log, run, annotators, cfg=cfg, input_files=[*history, *files], progress=progress)
     for be in loaded.values():
         be.close()
     if not report:
@@ -470,6 +484,37 @@ def scan(
         print_scope(report)
         err.print(f"run folder: {escape(str(run))} ({report['run']['writes']} writes, "
                   f"{report['run']['seconds']:.0f} s)")
+
+
+def _stage_command(run: Path, until: str, format: Fmt) -> None:
+    from .scan import load_meta
+
+    opts = load_meta(run).get("cli")
+    if not opts:
+        err.print(f"[red]error[/red]: {escape(str(run))} is not a run folder made by `derivaudit scan` "
+                  "(no meta.json with its settings)")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    _run_scan(opts, run, until, format)
+
+
+RunArg = Annotated[Path, typer.Argument(help="A run folder started by `derivaudit scan ... --until views`.")]
+
+
+@app.command()
+@handles_bad_input
+def decompose(run: RunArg) -> None:
+    """Step 2a: the semantic obligations of every write in RUN (settings as recorded by scan)."""
+    _stage_command(run, "obligations", Fmt.table)
+
+
+@app.command()
+@handles_bad_input
+def annotate(
+    run: RunArg,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
+) -> None:
+    """Step 2b: D/E/R primitives from both annotators, adjudication and labels for RUN; prints the report."""
+    _stage_command(run, "labels", format)
 
 
 class Level(StrEnum):

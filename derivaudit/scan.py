@@ -126,6 +126,7 @@ class ScanConfig:
     conversations: list[str] | None = None
     chunk: int = 8  # writes per model round trip (progress and resume granularity)
     until: str = "labels"  # views | obligations | primitives | labels
+    cli: dict[str, Any] | None = None  # the command-line settings, kept so stage commands can resume
 
 
 def select_writes(log: MemoryLog, cfg: ScanConfig) -> list[Write]:
@@ -161,8 +162,8 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     a, b, adj = annotators
     meta = load_meta(run)
     started = time.time()
-    input_hash = _fp([Path(f).read_bytes().hex() if Path(f).exists() else str(f) for f in input_files]) \
-        if input_files else _fp([w.write_id for w in log.writes])
+    input_hash = _fp([hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in input_files]) \
+        if input_files else _fp([(w.write_id, w.text, w.citations) for w in log.writes])
     writes = select_writes(log, cfg)
     meta.update({
         "derivaudit": __version__, "input_files": [str(f) for f in input_files], "input_sha": input_hash,
@@ -171,6 +172,8 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
         "annotators": {x.role: x.describe() for x in annotators},
         "skipped_records": [p.to_dict() for p in log.skipped],
     })
+    if cfg.cli is not None:
+        meta["cli"] = cfg.cli
     timings: dict[str, float] = meta.setdefault("timings", {})
 
     # -- views

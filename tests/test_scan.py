@@ -149,3 +149,24 @@ def test_scan_bad_input(tmp_path):
     good = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"
     r = runner.invoke(app, ["scan", str(good), "-o", str(tmp_path / "r"), "--conversation", "nope"])
     assert r.exit_code == 2 and "unknown conversation" in r.output
+
+
+@pytest.mark.slow
+def test_stage_commands(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setenv("DERIVAUDIT_CACHE", str(tmp_path / "cache.sqlite"))
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"
+    run = tmp_path / "run"
+    r = runner.invoke(app, ["scan", str(log), "-o", str(run), "--limit", "2", "--until", "views"])
+    assert r.exit_code == 0, r.output
+    assert (run / "views.jsonl").exists() and not (run / "obligations.jsonl").exists()
+    r = runner.invoke(app, ["decompose", str(run)])
+    assert r.exit_code == 0, r.output
+    assert len(read_jsonl(run / "obligations.jsonl")) == 2 and not (run / "primitives.jsonl").exists()
+    r = runner.invoke(app, ["annotate", str(run), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["run"]["writes"] == 2
+    assert len(read_jsonl(run / "labels.jsonl")) == 2
+    r = runner.invoke(app, ["annotate", str(tmp_path)])
+    assert r.exit_code == 2 and "not a run folder" in r.output
