@@ -20,11 +20,17 @@ def neutralise(value: Any) -> Any:
     return value
 
 
-def _prims(p: dict[str, Any] | None) -> dict[str, Any]:
+def _prims(p: dict[str, Any] | None, passages: list[str]) -> dict[str, Any]:
+    """D/E/R answers and the implying passages as turn ids of the view."""
     if not p:
-        return {"D": None, "E": None, "R": None, "E_passages": None, "R_passages": None}
-    return {"D": p["d"], "E": p["e"], "R": p["r"], "E_passages": " ".join(map(str, p["e_subset"])),
-            "R_passages": " ".join(map(str, p["r_subset"]))}
+        return {"D": None, "E": None, "R": None, "E_turns": None, "R_turns": None}
+    return {"D": p["d"], "E": p["e"], "R": p["r"],
+            "E_turns": " ".join(passages[n - 1] for n in p["e_subset"]),
+            "R_turns": " ".join(passages[n - 1] for n in p["r_subset"])}
+
+
+def _final(r: dict[str, Any]) -> dict[str, Any]:
+    return r["adjudicator"] or r["A"]
 
 
 def rows(run: Path, level: str) -> list[dict[str, Any]]:
@@ -36,11 +42,18 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
     text_of = {r["write_id"]: r["text"] for r in labels}
     prims = read_jsonl(prim_path)
     if level == "write":
+        implied: dict[tuple[str, str], dict[str, set[str]]] = {}
+        for p in prims:
+            f, got = _final(p), implied.setdefault((p["write_id"], p["view"]), {"e": set(), "r": set()})
+            got["e"].update(p["passages"][n - 1] for n in f["e_subset"])
+            got["r"].update(p["passages"][n - 1] for n in f["r_subset"])
         out = []
         for r in labels:
             for view in ("citation_only", "expanded"):
+                got = implied.get((r["write_id"], view), {"e": set(), "r": set()})
                 out.append({"write_id": r["write_id"], "conversation_id": r["conversation_id"], "text": r["text"],
                             "view": view, "label": r[view]["label"], "citations": " ".join(r["citations"]),
+                            "E_turns": " ".join(sorted(got["e"])), "R_turns": " ".join(sorted(got["r"])),
                             "search_limited": r["search_limited"], "decomposition": r["decomposition"],
                             "provenance_repaired": r["provenance_repaired"], "unresolved": r["unresolved"],
                             "multi_passage": r["multi_passage"], "obligations": len(r[view]["obligations"])})
@@ -55,7 +68,7 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
                "view": r["view"], "label": r["label"], "adjudicated": r["adjudicated"],
                "passage_turn_ids": " ".join(r["passages"])}
         for who in ("A", "B", "adjudicator"):
-            row.update({f"{who}_{k}": v for k, v in _prims(r[who]).items()})
+            row.update({f"{who}_{k}": v for k, v in _prims(r[who], r["passages"]).items()})
         out.append(row)
     return out
 
