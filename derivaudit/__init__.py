@@ -9,12 +9,13 @@ Library use (the CLI is a thin layer over these):
 """
 
 from .evidence import EvidenceSettings, Views, build_views, tokenize
+from .gate import admit
 from .io import LogError, check_log, load_log
 from .records import Conversation, MemoryLog, Problem, Turn, Write
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Conversation", "EvidenceSettings", "LogError", "MemoryLog", "Problem", "Turn", "Views", "Write",
+    "Conversation", "EvidenceSettings", "admit", "LogError", "MemoryLog", "Problem", "Turn", "Views", "Write",
     "__version__", "build_views", "check_log", "load_log", "tokenize",
 ]

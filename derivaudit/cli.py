@@ -538,3 +538,127 @@ def export(
         err.print(f"[red]error[/red]: {escape(str(e))}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
     err.print(f"wrote {n} rows to {escape(str(output))}")
+
+
+# ---------------------------------------------------------------- replay
+
+
+def _ci(ci: Any) -> str:
+    if not ci or ci[0] is None:
+        return ""
+    return f" ({ci[0]:.0%}–{ci[1]:.0%})"
+
+
+def print_replay(report: dict[str, Any]) -> None:
+    points = sorted({m["operating_point"] for m in report["settings"].values()})
+    t = Table(title=f"Admission replay — operating point {report['operating_point']} ({', '.join(points)}), "
+                    f"split views combined by {report['combine']}; 95% bootstrap CIs over conversations",
+              title_justify="left")
+    for col in ("setting", "valid kept", "unsupported admitted", "n+/n−", "AUC", "err", "repaired kept"):
+        t.add_column(col, justify="left" if col == "setting" else "right", no_wrap=True)
+    for name, m in report["settings"].items():
+        auc = "–" if m["auc"] is None else f"{m['auc']:.2f}"
+        t.add_row(name, _pct(m["valid_kept"]) + _ci(m["valid_kept_ci"]),
+                  _pct(m["unsupported_admitted"]) + _ci(m["unsupported_admitted_ci"]),
+                  f"{m['n_pos']}/{m['n_neg']}", auc, str(m["scoring_errors"]), f"{m['repaired_kept']}/{m['repaired']}")
+    out.print(t)
+    excluded = {k: max(m["excluded"][k] for m in report["settings"].values()) for k in ("ambiguous", "unresolved")}
+    out.print(f"excluded from ground truth (at most, per setting): ambiguous {excluded['ambiguous']}, "
+              f"unresolved {excluded['unresolved']}")
+    for d in report.get("differences", []):
+        if d["difference"] is not None:
+            out.print(f"{d['metric']}: {escape(d['from'])} → {escape(d['to'])}: {d['difference']:+.1%}{_ci(d['ci'])}"
+                      f" (n={d['n']})")
+    nz = report.get("noise")
+    if nz:
+        lv = ", ".join(f"+{k}: mean log-odds {'–' if v['mean_logodds'] is None else format(v['mean_logodds'], '.3f')}"
+                       f", admitted {_pct(v['admitted_argmax'])}" for k, v in nz["levels"].items())
+        out.print(f"noise probe ({nz['writes']} supported writes; {nz['skipped_too_few_extras']} with too few "
+                  f"extras): {lv}")
+
+
+@app.command()
+@handles_bad_input
+def replay(
+    run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
+    view: Annotated[str | None, typer.Option("--view", help="A view, a comma list, or all.")] = None,
+    evidence: Annotated[str, typer.Option("--evidence", help="expanded, citation_only or both (for --view).")]
+    = "expanded",
+    setting: Annotated[list[str] | None, typer.Option("--setting", help="A canonical setting "
+                       "(holistic/citation_only, holistic/expanded, obligation/expanded) or 'canonical' for all "
+                       "three; repeatable. Default without --view: the three.")] = None,
+    combine_rule: Annotated[str, typer.Option("--combine", help="Split views: min, mean or noisy_and.")] = "min",
+    point: Annotated[str, typer.Option("--point", help="Operating point: auto, argmax or crossfit.")] = "auto",
+    noise: Annotated[str | None, typer.Option("--noise", help="Noise probe levels, e.g. 0,2,4.")] = None,
+    backend: BackendOpt = "transformers",
+    model: ModelOpt = "smollm2",
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """Step 3: would a write-time verifier keep the valid memories and reject the unsupported ones?"""
+    from .replay import CANONICAL, COMBINE
+    from .replay import replay as run_replay
+    from .views import VIEWS
+
+    def bad(msg: str) -> None:
+        err.print(f"[red]error[/red]: {escape(msg)}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+    settings: list[tuple[str, str]] = []
+    if view:
+        names = list(VIEWS) if view == "all" else [v.strip() for v in view.split(",") if v.strip()]
+        unknown = [v for v in names if v not in VIEWS]
+        if unknown:
+            bad(f"unknown view(s) {', '.join(unknown)} (known: {', '.join(VIEWS)})")
+        evs = ["citation_only", "expanded"] if evidence == "both" else [evidence]
+        if any(e not in ("citation_only", "expanded") for e in evs):
+            bad("--evidence must be expanded, citation_only or both")
+        settings += [(v, e) for v in names for e in evs]
+    for s in setting or ([] if view else ["canonical"]):
+        if s == "canonical":
+            settings += list(CANONICAL.values())
+        elif s in CANONICAL:
+            settings.append(CANONICAL[s])
+        else:
+            bad(f"unknown setting {s!r} (known: {', '.join(CANONICAL)}, canonical)")
+    settings = list(dict.fromkeys(settings))
+    if combine_rule not in COMBINE:
+        bad(f"--combine must be one of {', '.join(COMBINE)}")
+    if point not in ("auto", "argmax", "crossfit"):
+        bad("--point must be auto, argmax or crossfit")
+    levels: list[int] = []
+    if noise:
+        try:
+            levels = sorted({int(x) for x in noise.split(",")})
+        except ValueError:
+            bad(f"--noise takes comma-separated integers, got {noise!r}")
+        if any(x < 0 for x in levels):
+            bad("--noise levels must be >= 0")
+    for name in ("labels.jsonl", "views.jsonl", "obligations.jsonl"):
+        if not (run / name).exists():
+            bad(f"{run / name} is missing: run `derivaudit scan ... -o {run}` first")
+    be = open_backend(backend, model, base_url, no_cache, top_logprobs)
+    with _progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, advance: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.advance(tasks[stage], advance)
+
+        report = run_replay(run, be, settings, rule=combine_rule, point=point, noise=levels, progress=progress)
+    report["model"] = be.identity()
+    report["usage"] = {**be.usage.to_dict(), **({"cache_hits": be.hits, "cache_misses": be.misses}
+                                                if hasattr(be, "hits") else {})}
+    be.close()
+    if format is Fmt.json:
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_replay(report)
+        u = report["usage"]
+        err.print(f"model calls: {u['calls']}, prompts scored: {u['prompts']}, tokens computed "
+                  f"{u['computed_tokens']}/{u['prompt_tokens']}"
+                  + (f", cache hits {u['cache_hits']}/{u['cache_hits'] + u['cache_misses']}" if "cache_hits" in u
+                     else ""))

@@ -53,9 +53,10 @@ def _fp(*parts: Any) -> str:
     return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
-def prompts_fingerprint() -> str:
+def prompts_fingerprint(*prefixes: str) -> str:
+    """Hash of the prompt files a stage uses (names starting with one of `prefixes`)."""
     d = templates.prompt_dir()
-    return _fp(sorted((p.name, p.read_text("utf-8")) for p in d.glob("*.txt")))
+    return _fp(sorted((p.name, p.read_text("utf-8")) for p in d.glob("*.txt") if p.name.startswith(prefixes)))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -192,7 +193,7 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
 
     # -- obligations
     t0 = time.time()
-    fp_obl = _fp(fp_views, a.backend.identity(), prompts_fingerprint())
+    fp_obl = _fp(fp_views, a.backend.identity(), prompts_fingerprint("decompose"))
     st = Stage(run, "obligations", fp_obl, meta)
     if st.done():
         decs = [Decomposition.from_dict(r) for r in st.load()]
@@ -216,7 +217,7 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
 
     # -- primitives (both views, two annotators, adjudication)
     t0 = time.time()
-    fp_prim = _fp(fp_obl, [x.describe() for x in annotators], prompts_fingerprint())
+    fp_prim = _fp(fp_obl, [x.describe() for x in annotators], prompts_fingerprint("der_", "adjudicate", "evidence"))
     st = Stage(run, "primitives", fp_prim, meta)
     by_write = {d.write_id: d for d in decs}
     view_of = {v.write.write_id: v for v in views}

@@ -1,14 +1,19 @@
 """Verification views: how a memory is put to the verifier, given one shared evidence block.
 
 Memory, evidence and verifier stay fixed; only the view changes (seed 004, §3.2, App. J). Each view
-is a prompt file `prompts/view_<name>.txt` registered here by name; every prompt of one memory
-starts with the same evidence block (`prompts/evidence.txt`) so backends can share its prefix.
+is a prompt file `prompts/view_<name>.txt` plus a few lines here saying how the memory is split
+into parts (one prompt per part) and registered by name. Every prompt of one memory starts with
+the same evidence block (`prompts/evidence.txt`) so backends can share its prefix, and ends with
+"Answer with one word, yes or no."
+
+To add a view: write `prompts/view_mine.txt` with the placeholders you need and call
+`register(View("mine", "what it asks", parts=lambda m: [{"claim": ...}], split=True))`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import templates
@@ -19,12 +24,36 @@ ANSWER_SUFFIX = "Answer with one word, yes or no."
 
 
 @dataclass(frozen=True)
+class Memory:
+    """What a view may use: the record, its obligations (kind, text), and its QA pairs."""
+
+    record: str
+    obligations: Sequence[tuple[str, str]] = ()  # (kind, text): kind is fact | relation | qualifier
+    qa: Sequence[tuple[str, str]] = ()  # (question, the record's answer)
+
+    @property
+    def claims(self) -> list[str]:
+        """The atomic claims: the fact obligations, or the record itself when there are none."""
+        facts = [t for k, t in self.obligations if k == "fact"]
+        return facts or [self.record]
+
+
+def _bullets(xs: Sequence[str]) -> str:
+    return "\n".join(f"- {x}" for x in xs)
+
+
+@dataclass(frozen=True)
 class View:
     name: str
     description: str
+    parts: Callable[[Memory], list[dict[str, str]]] = field(default=lambda m: [{}])
+    split: bool = False  # several parts, combined into one score (minimum by default)
+    needs_qa: bool = False
 
-    def prompts(self, shared: str, **parts: Any) -> list[Prompt]:
-        return [Prompt(shared=shared, task=templates.render(f"view_{self.name}", **parts))]
+    def prompts(self, shared: str, memory: Memory | None = None) -> list[Prompt]:
+        memory = memory or Memory(record="")
+        return [Prompt(shared=shared, task=templates.render(f"view_{self.name}", **fields))
+                for fields in self.parts(memory)]
 
 
 VIEWS: dict[str, View] = {}
@@ -36,6 +65,22 @@ def register(view: View) -> View:
 
 
 register(View("holistic", "one question about the whole record"))
+register(View("atomic", "one question per claim (fact obligation), combined", split=True,
+              parts=lambda m: [{"claim": c} for c in m.claims]))
+register(View("residual", "what the record asserts beyond its listed claims",
+              parts=lambda m: [{"claims": _bullets(m.claims)}]))
+register(View("composition", "the claims plus whatever connects them (composition graph)",
+              parts=lambda m: [{"claims": _bullets(m.claims)}]))
+register(View("compact", "the record as claims and links, every line must hold (compact relations)",
+              parts=lambda m: [{"lines": _bullets([t for _, t in m.obligations] or [m.record])}]))
+register(View("obligation", "the obligation-aware admission gate",
+              parts=lambda m: [{"obligations": _bullets([t for _, t in m.obligations] or [m.record])}]))
+register(View("qa", "predicate-argument QA, one joint verdict", needs_qa=True,
+              parts=lambda m: [{"qa": "\n".join(f"Q: {q} A: {a}" for q, a in m.qa) or f"Q: What is recorded? "
+                                f"A: {m.record}"}]))
+register(View("qa_each", "predicate-argument QA, one verdict per question, combined", split=True, needs_qa=True,
+              parts=lambda m: [{"qa": f"Q: {q} A: {a}"} for q, a in m.qa] or [{"qa": f"Q: What is recorded? "
+                                                                              f"A: {m.record}"}]))
 
 
 def passage_line(i: int, p: Turn | dict[str, Any]) -> str:

@@ -1,0 +1,443 @@
+"""Admission replay (seed 004, §3.2–3.3, §4.1, App. F, G, J): keep the memory, the evidence and the
+verifier fixed, change only the view, and count what a write-time verifier would admit.
+
+Ground truth comes from `scan`'s reference labels in the evidence view being replayed: valid =
+supported; negatives = unsupported or contradicted; ambiguous and unresolved writes are excluded
+and counted. Operating points: `argmax` (admit when log-odds > 0), `crossfit` (per held-out
+conversation, the lowest threshold whose conversation-balanced false-positive rate on the other
+conversations is at most 0.10), `auto` (argmax for near-binary verifiers, else crossfit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import templates
+from .models.base import Backend, Prompt, Score
+from .views import Memory, View, evidence_block, get_view
+
+CANONICAL = {
+    "holistic/citation_only": ("holistic", "citation_only"),
+    "holistic/expanded": ("holistic", "expanded"),
+    "obligation/expanded": ("obligation", "expanded"),
+}
+COMBINE = ("min", "mean", "noisy_and")
+TARGET_FPR = 0.10
+NEAR_BINARY_LOGODDS = math.log(99)  # |log-odds| >= 4.6 means p >= 0.99 for one word
+NEAR_BINARY_SHARE = 0.8
+
+
+# ---------------------------------------------------------------- combining split views
+
+
+def combine(scores: Sequence[float], rule: str = "min") -> float:
+    """One log-odds from the parts of a split view. min: the record passes only if every part does;
+    mean: the average log-odds; noisy_and: the log-odds of all parts being yes, treating each part's
+    p(yes) as independent."""
+    if not scores:
+        raise ValueError("no part scores to combine")
+    if rule == "min":
+        return min(scores)
+    if rule == "mean":
+        return sum(scores) / len(scores)
+    if rule == "noisy_and":
+        log_p = sum(-math.log1p(math.exp(-s)) if s > -30 else s for s in scores)  # sum of log sigmoid
+        if log_p >= 0:
+            return math.inf
+        return log_p - math.log(-math.expm1(log_p))
+    raise ValueError(f"unknown combining rule {rule!r} (use {', '.join(COMBINE)})")
+
+
+# ---------------------------------------------------------------- operating points
+
+
+def argmax_decision(score: float) -> bool:
+    return score > 0
+
+
+def balanced_fpr(neg_scores_by_conv: dict[str, list[float]], threshold: float) -> float | None:
+    """Conversation-balanced share of negatives admitted (score >= threshold)."""
+    rates = [sum(s >= threshold for s in xs) / len(xs) for xs in neg_scores_by_conv.values() if xs]
+    return sum(rates) / len(rates) if rates else None
+
+
+def pick_threshold(neg_scores_by_conv: dict[str, list[float]], target: float = TARGET_FPR) -> float:
+    """The lowest threshold (admit when score >= threshold) whose conversation-balanced false-
+    positive rate is at most `target`. The rate only changes at negative scores, so the candidates
+    are -inf and the values just above each negative score. With no negatives: -inf."""
+    negs = sorted({s for xs in neg_scores_by_conv.values() for s in xs})
+    for t in [-math.inf] + [math.nextafter(c, math.inf) for c in negs]:
+        fpr = balanced_fpr(neg_scores_by_conv, t)
+        if fpr is None or fpr <= target:
+            return t
+    return math.inf
+
+
+def crossfit_thresholds(rows: Sequence[dict[str, Any]], target: float = TARGET_FPR) -> dict[str, float]:
+    """For each conversation, a threshold picked only on the other conversations' negatives."""
+    convs = sorted({r["conversation_id"] for r in rows})
+    out = {}
+    for held_out in convs:
+        negs: dict[str, list[float]] = {}
+        for r in rows:
+            if r["conversation_id"] != held_out and r["truth"] is False and r["score"] is not None:
+                negs.setdefault(r["conversation_id"], []).append(r["score"])
+        out[held_out] = pick_threshold(negs, target)
+    return out
+
+
+def near_binary(scores: Sequence[float]) -> bool:
+    """Documented rule for `auto`: a verifier is near-binary when at least 80% of its scores have
+    |log-odds| >= ln 99 (one word at p >= 0.99)."""
+    if not scores:
+        return False
+    return sum(abs(s) >= NEAR_BINARY_LOGODDS for s in scores) / len(scores) >= NEAR_BINARY_SHARE
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
+    """Probability that a random valid memory outscores a random unsupported one (ties count half)."""
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def _balanced(rows: Sequence[dict[str, Any]], truth: bool) -> float | None:
+    per: dict[str, list[bool]] = {}
+    for r in rows:
+        if r["truth"] is truth and r["decision"] is not None:
+            per.setdefault(r["conversation_id"], []).append(r["decision"])
+    rates = [sum(v) / len(v) for v in per.values() if v]
+    return sum(rates) / len(rates) if rates else None
+
+
+def bootstrap(rows: Sequence[dict[str, Any]], stat: Callable[[Sequence[dict[str, Any]]], float | None],
+              reps: int = 1000, seed: int = 0) -> tuple[float | None, float | None]:
+    """95% interval of `stat` by resampling conversations with replacement (fixed seed)."""
+    by_conv: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_conv.setdefault(r["conversation_id"], []).append(r)
+    convs = sorted(by_conv)
+    if len(convs) < 2:
+        return (None, None)
+    rng = random.Random(seed)
+    vals = []
+    for _ in range(reps):
+        sample: list[dict[str, Any]] = []
+        for i, c in enumerate(rng.choices(convs, k=len(convs))):
+            sample.extend({**r, "conversation_id": f"{c}#{i}"} for r in by_conv[c])
+        v = stat(sample)
+        if v is not None:
+            vals.append(v)
+    if not vals:
+        return (None, None)
+    vals.sort()
+    return (vals[int(0.025 * (len(vals) - 1))], vals[int(0.975 * (len(vals) - 1))])
+
+
+def setting_metrics(rows: Sequence[dict[str, Any]], reps: int = 1000) -> dict[str, Any]:
+    scored = [r for r in rows if r["truth"] is not None]
+    pos = [r["score"] for r in scored if r["truth"] and r["score"] is not None]
+    neg = [r["score"] for r in scored if r["truth"] is False and r["score"] is not None]
+    kept = _balanced(scored, True)
+    admitted = _balanced(scored, False)
+    repaired = [r for r in rows if r.get("repaired") and r["decision"] is not None]
+    thresholds = sorted({r["threshold"] for r in scored if r["threshold"] is not None})
+    return {
+        "valid_kept": kept, "valid_kept_ci": bootstrap(scored, lambda rs: _balanced(rs, True), reps),
+        "unsupported_admitted": admitted,
+        "unsupported_admitted_ci": bootstrap(scored, lambda rs: _balanced(rs, False), reps),
+        "realised_fpr": admitted, "n_pos": len(pos), "n_neg": len(neg),
+        "excluded": {k: sum(r["excluded"] == k for r in rows) for k in ("ambiguous", "unresolved")},
+        "scoring_errors": sum(r["score"] is None and r["truth"] is not None for r in rows),
+        "auc": auc(pos, neg),
+        "repaired_kept": sum(r["decision"] for r in repaired), "repaired": len(repaired),
+        "thresholds": [t if math.isfinite(t) else str(t) for t in thresholds][:20],
+    }
+
+
+def paired_difference(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], truth: bool,
+                      reps: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Difference (b - a) of a balanced admission rate between two settings on the same writes,
+    with a cluster-bootstrap 95% interval (the same resampled conversations for both)."""
+    key = {(r["write_id"]) for r in a if r["truth"] is truth} & {r["write_id"] for r in b if r["truth"] is truth}
+    ra = [r for r in a if r["write_id"] in key]
+    rb = [r for r in b if r["write_id"] in key]
+    va, vb = _balanced(ra, truth), _balanced(rb, truth)
+    diff = None if va is None or vb is None else vb - va
+    pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    by_id = {r["write_id"]: r for r in rb}
+    for r in ra:
+        pairs.setdefault(r["conversation_id"], []).append((r, by_id[r["write_id"]]))
+    convs = sorted(pairs)
+    ci: tuple[float | None, float | None] = (None, None)
+    if len(convs) >= 2 and diff is not None:
+        rng = random.Random(seed)
+        vals = []
+        for _ in range(reps):
+            sa, sb = [], []
+            for i, c in enumerate(rng.choices(convs, k=len(convs))):
+                for x, y in pairs[c]:
+                    sa.append({**x, "conversation_id": f"{c}#{i}"})
+                    sb.append({**y, "conversation_id": f"{c}#{i}"})
+            xa, xb = _balanced(sa, truth), _balanced(sb, truth)
+            if xa is not None and xb is not None:
+                vals.append(xb - xa)
+        vals.sort()
+        if vals:
+            ci = (vals[int(0.025 * (len(vals) - 1))], vals[int(0.975 * (len(vals) - 1))])
+    return {"difference": diff, "ci": ci, "n": len(key)}
+
+
+# ---------------------------------------------------------------- scoring the memories
+
+
+@dataclass
+class Case:
+    """One memory in one evidence view, with its ground truth."""
+
+    write_id: str
+    conversation_id: str
+    record: str
+    evidence: str  # citation_only | expanded
+    passages: Sequence[dict[str, Any]]
+    memory: Memory
+    truth: bool | None  # True valid, False unsupported/contradicted, None excluded
+    excluded: str | None = None
+    repaired: bool = False
+
+
+def qa_pairs(backend: Backend, records: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """Who-did-what questions with the record's answers, generated once per record."""
+    head = templates.load("qa_questions")
+    gens = backend.generate([Prompt(head, templates.render("qa_record", record=" ".join(r.split())))
+                             for r in records], max_new_tokens=96, stop=("\n\n", "\nRecord:"))
+    out = []
+    for text in gens:
+        pairs = []
+        for line in text.splitlines():
+            q, sep, a = line.partition("->")
+            if sep and q.strip().endswith("?") and a.strip():
+                pairs.append((q.strip(), a.strip()))
+        out.append(list(dict.fromkeys(pairs))[:8])
+    return out
+
+
+def score_cases(backend: Backend, cases: Sequence[Case], view: View, rule: str = "min"
+                ) -> list[tuple[float | None, list[float | None]]]:
+    """(combined log-odds or None on a scoring error, per-part log-odds) for each case."""
+    prompts: list[Prompt] = []
+    owner: list[int] = []
+    for i, c in enumerate(cases):
+        shared = evidence_block(c.record, c.passages)
+        ps = view.prompts(shared, c.memory)
+        prompts.extend(ps)
+        owner.extend([i] * len(ps))
+    scores: list[Score] = backend.score(prompts)
+    parts: list[list[float | None]] = [[] for _ in cases]
+    for i, s in zip(owner, scores, strict=True):
+        parts[i].append(s.logodds)
+    out = []
+    for ps in parts:
+        if any(p is None for p in ps) or not ps:
+            out.append((None, ps))
+        else:
+            out.append((combine([p for p in ps if p is not None], rule if view.split else "min"), ps))
+    return out
+
+
+def decide(rows: list[dict[str, Any]], point: str) -> str:
+    """Fill `threshold` and `decision` in place; returns the operating point actually used."""
+    scores = [r["score"] for r in rows if r["score"] is not None]
+    used = point
+    if point == "auto":
+        used = "argmax" if near_binary(scores) else "crossfit"
+    if used == "crossfit" and len({r["conversation_id"] for r in rows}) < 2:
+        used = "argmax"  # nothing to fit on: one conversation only
+    th = crossfit_thresholds(rows) if used == "crossfit" else {}
+    for r in rows:
+        t = th.get(r["conversation_id"], 0.0) if used == "crossfit" else 0.0
+        r["threshold"] = t
+        if r["score"] is None:
+            r["decision"] = None
+        elif used == "crossfit":
+            r["decision"] = r["score"] >= t
+        else:
+            r["decision"] = argmax_decision(r["score"])
+    return used
+
+
+def seeded_order(items: Sequence[Any], seed: str) -> list[Any]:
+    rng = random.Random(hashlib.sha256(seed.encode()).digest())
+    out = list(items)
+    rng.shuffle(out)
+    return out
+
+
+def noise_lists(write_id: str, pool: Sequence[str], levels: Sequence[int] = (0, 2, 4)) -> dict[int, list[str]]:
+    """Extra true obligations for the noise probe: one seeded order per write, so the 2-list is a
+    prefix of the 4-list and only the number differs."""
+    order = seeded_order(sorted(set(pool)), write_id)
+    return {n: order[:n] for n in levels if n <= len(order)}
+
+
+# ---------------------------------------------------------------- the replay of a run
+
+
+def load_cases(run: Any, evidence: str) -> list[Case]:
+    """Cases for one evidence view from a scan run folder (labels, views, obligations)."""
+    from .scan import read_jsonl
+
+    labels = read_jsonl(run / "labels.jsonl")
+    views = {r["write_id"]: r for r in read_jsonl(run / "views.jsonl")}
+    obls = {r["write_id"]: [(o["kind"], o["text"]) for o in r["obligations"]]
+            for r in read_jsonl(run / "obligations.jsonl")}
+    cases = []
+    for r in labels:
+        label = r["citation_label"] if evidence == "citation_only" else r["expanded_label"]
+        excluded = None
+        if evidence == "expanded" and r["unresolved"]:
+            excluded = "unresolved"
+        elif label == "ambiguous" or label is None:
+            excluded = "ambiguous"
+        truth = None if excluded else label == "supported"
+        cases.append(Case(r["write_id"], r["conversation_id"], r["text"], evidence, views[r["write_id"]][evidence],
+                          Memory(r["text"], obls.get(r["write_id"], [])), truth, excluded, r["provenance_repaired"]))
+    return cases
+
+
+def _with_qa(cases: list[Case], qa: dict[str, list[tuple[str, str]]]) -> list[Case]:
+    return [Case(c.write_id, c.conversation_id, c.record, c.evidence, c.passages,
+                 Memory(c.record, c.memory.obligations, qa.get(c.write_id, [])), c.truth, c.excluded, c.repaired)
+            for c in cases]
+
+
+def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, rule: str = "min",
+           point: str = "auto", noise: Sequence[int] = (), reps: int = 1000, chunk: int = 16,
+           progress: Callable[[str, int, int], None] = lambda *_: None) -> dict[str, Any]:
+    """Score every (view, evidence) setting, decide at the operating point, and report."""
+    from pathlib import Path
+
+    from .io import atomic_writer, write_jsonl
+
+    run = Path(run)
+    for name in ("labels.jsonl", "views.jsonl", "obligations.jsonl"):
+        if not (run / name).exists():
+            raise FileNotFoundError(f"{run / name} is missing: run `derivaudit scan ... -o {run}` first")
+    by_evidence = {ev: load_cases(run, ev) for ev in {ev for _, ev in settings}}
+    qa: dict[str, list[tuple[str, str]]] = {}
+    if any(get_view(v).needs_qa for v, _ in settings):
+        records = next(iter(by_evidence.values()))
+        for start in range(0, len(records), chunk):
+            part = records[start : start + chunk]
+            qa.update(zip([c.write_id for c in part], qa_pairs(backend, [c.record for c in part]), strict=True))
+            progress("QA questions", len(part), len(records))
+    all_rows: list[dict[str, Any]] = []
+    report: dict[str, Any] = {"settings": {}, "operating_point": point, "combine": rule}
+    rows_of: dict[str, list[dict[str, Any]]] = {}
+    for view_name, ev in settings:
+        view = get_view(view_name)
+        cases = _with_qa(by_evidence[ev], qa) if view.needs_qa else by_evidence[ev]
+        key = f"{view_name}/{ev}"
+        rows = []
+        for start in range(0, len(cases), chunk):
+            part = cases[start : start + chunk]
+            for c, (score, parts) in zip(part, score_cases(backend, part, view, rule), strict=True):
+                rows.append({"setting": key, "view": view_name, "evidence": ev, "write_id": c.write_id,
+                             "conversation_id": c.conversation_id, "truth": c.truth, "excluded": c.excluded,
+                             "repaired": c.repaired, "score": score, "parts": parts})
+            progress(key, len(part), len(cases))
+        used = decide(rows, point)
+        m = setting_metrics(rows, reps)
+        m["operating_point"] = used
+        report["settings"][key] = m
+        rows_of[key] = rows
+        all_rows.extend(rows)
+    report["differences"] = _differences(rows_of, reps)
+    if noise:
+        report["noise"] = noise_probe(run, backend, rows_of, noise, rule)
+        progress("noise probe", 1, 1)
+    write_jsonl(run / "replay_scores.jsonl", [{k: _finite(v) for k, v in r.items()} for r in all_rows])
+    import orjson
+
+    with atomic_writer(run / "replay.json") as fh:
+        fh.write(orjson.dumps(_finite(report), option=orjson.OPT_INDENT_2))
+    return _finite(report)
+
+
+def _finite(x: Any) -> Any:
+    """JSON has no infinities: write them as strings."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _differences(rows_of: dict[str, list[dict[str, Any]]], reps: int) -> list[dict[str, Any]]:
+    """Paired differences along the canonical chain (more history, then a different check), and
+    each other setting against holistic/expanded."""
+    pairs = [("holistic/citation_only", "holistic/expanded"), ("holistic/expanded", "obligation/expanded")]
+    pairs += [("holistic/expanded", k) for k in rows_of if k not in ("holistic/expanded", "obligation/expanded",
+                                                                      "holistic/citation_only")]
+    out = []
+    for a, b in pairs:
+        if a in rows_of and b in rows_of:
+            for truth, metric in ((True, "valid_kept"), (False, "unsupported_admitted")):
+                d = paired_difference(rows_of[a], rows_of[b], truth, reps)
+                out.append({"from": a, "to": b, "metric": metric, **d})
+    return out
+
+
+def noise_probe(run: Any, backend: Backend, rows_of: dict[str, list[dict[str, Any]]], levels: Sequence[int],
+                rule: str = "min") -> dict[str, Any]:
+    """Accumulated verification noise (§3.3, Table 6): supported memories checked with the
+    obligation view after adding 0, 2 or 4 extra true obligations from other supported records of
+    the same conversation; memory and evidence unchanged."""
+    from .scan import read_jsonl
+
+    cases = [c for c in load_cases(run, "expanded") if c.truth]
+    prims = read_jsonl(run / "primitives.jsonl")
+    texts = {o["obligation_id"]: o["text"] for r in read_jsonl(run / "obligations.jsonl") for o in r["obligations"]}
+    supported_writes = {c.write_id for c in cases}
+    pool: dict[str, list[tuple[str, str]]] = {}  # conversation -> (write_id, obligation text)
+    for p in prims:
+        if p["view"] == "expanded" and p["label"] == "supported" and p["write_id"] in supported_writes:
+            pool.setdefault(p["conversation_id"], []).append((p["write_id"], texts[p["obligation_id"]]))
+    top = max(levels)
+    probe, skipped = [], 0
+    for c in cases:
+        others = [t for w, t in pool.get(c.conversation_id, []) if w != c.write_id]
+        lists = noise_lists(c.write_id, others, levels)
+        if top not in lists:
+            skipped += 1
+            continue
+        probe.append((c, lists))
+    view = get_view("obligation")
+    thresholds = {r["write_id"]: r["threshold"] for r in rows_of.get("obligation/expanded", [])}
+    out: dict[str, Any] = {"levels": {}, "writes": len(probe), "skipped_too_few_extras": skipped}
+    for n in levels:
+        variants = [Case(c.write_id, c.conversation_id, c.record, c.evidence, c.passages,
+                         Memory(c.record, [*c.memory.obligations, *[("fact", t) for t in lists[n]]]), c.truth)
+                    for c, lists in probe]
+        scored = score_cases(backend, variants, view, rule)
+        ok = [(c, s) for c, (s, _) in zip(variants, scored, strict=True) if s is not None]
+        vals = [s for _, s in ok]
+        with_t = [(s, thresholds[c.write_id]) for c, s in ok if isinstance(thresholds.get(c.write_id), float)]
+        out["levels"][str(n)] = {
+            "mean_logodds": sum(vals) / len(vals) if vals else None,
+            "admitted_argmax": sum(s > 0 for s in vals) / len(vals) if vals else None,
+            "admitted_at_threshold": sum(s >= t for s, t in with_t) / len(with_t) if with_t else None,
+            "scoring_errors": len(variants) - len(ok),
+        }
+    return out

@@ -1,0 +1,200 @@
+"""Admission replay: the seven views' wording, combining rules, operating points, the noise probe,
+and an end-to-end replay of fixture writes on the real embedded model."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from derivaudit import admit
+from derivaudit.cli import app
+from derivaudit.replay import (
+    auc,
+    balanced_fpr,
+    combine,
+    crossfit_thresholds,
+    decide,
+    near_binary,
+    noise_lists,
+    pick_threshold,
+)
+from derivaudit.scan import read_jsonl
+from derivaudit.views import VIEWS, Memory, evidence_block
+
+runner = CliRunner()
+MEM = Memory(
+    "Sharon is actively building a sports academy, supported by her network.",
+    [("fact", "Sharon is building a sports academy."), ("fact", "Sharon has a supportive network."),
+     ("relation", "Her network supports the academy."), ("qualifier", "The building is ongoing.")],
+    [("Who is building a sports academy?", "Sharon"), ("What supports the academy?", "her network")],
+)
+SHARED = evidence_block(MEM.record, [{"speaker": "Sharon", "text": "I aspire to establish a sports academy."},
+                                     {"speaker": "Sharon", "text": "My network has been a pillar of support."}])
+WORDING = {
+    "holistic": ["Is the record as a whole licensed by this evidence? A record is licensed only if every claim it "
+                 "makes, and every relation it asserts between claims, is supported."],
+    "atomic": ["Is this claim licensed by the evidence? Judge only this claim, not the rest of the record."],
+    "residual": ["Assume each listed claim is licensed.", "Is everything the record asserts beyond the listed "
+                 "claims licensed by the evidence?"],
+    "composition": ["Evidence that supports the claims separately does not by itself license a relation drawn "
+                    "between them.", "plus whatever the record asserts to connect, modify or bind them"],
+    "compact": ["written out as the claims it makes and the links it draws between them",
+                "Every line above must be licensed for the record to be licensed."],
+    "obligation": ["The record asserts, at minimum, each of these obligations",
+                   "Considering every obligation against the evidence together: is the record licensed by the "
+                   "evidence?"],
+    "qa": ["Q: Who is building a sports academy? A: Sharon"],
+    "qa_each": ["Q: What supports the academy? A: her network"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_each_view_renders_app_j_wording_after_the_shared_evidence(name):
+    prompts = VIEWS[name].prompts(SHARED, MEM)
+    assert prompts and all(p.shared == SHARED for p in prompts)
+    assert all(p.task.rstrip().endswith("Answer with one word, yes or no.") for p in prompts)
+    text = "\n".join(p.task for p in prompts)
+    for phrase in WORDING[name]:
+        assert phrase in text
+    assert "Passages" not in text and "[1]" not in text  # evidence appears once, in the shared block
+    expected_parts = {"atomic": 2, "qa_each": 2}.get(name, 1)
+    assert len(prompts) == expected_parts
+
+
+def test_obligation_view_lists_every_obligation():
+    (p,) = VIEWS["obligation"].prompts(SHARED, MEM)
+    for _, t in MEM.obligations:
+        assert f"- {t}" in p.task
+
+
+def test_combining_rules():
+    assert combine([2.0, -1.0, 0.5], "min") == -1.0
+    assert combine([1.0, 3.0], "mean") == 2.0
+    assert combine([0.0, 0.0], "noisy_and") == pytest.approx(math.log(0.25 / 0.75))
+    assert combine([5.0], "noisy_and") == pytest.approx(5.0)
+    assert combine([-40.0, 3.0], "noisy_and") < -39
+    with pytest.raises(ValueError):
+        combine([1.0], "max")
+
+
+def test_argmax_at_zero():
+    rows = [{"conversation_id": "c", "truth": False, "score": s} for s in (0.0, 1e-9, -1e-9)]
+    assert decide(rows, "argmax") == "argmax"
+    assert [r["decision"] for r in rows] == [False, True, False]
+    assert all(r["threshold"] == 0.0 for r in rows)
+
+
+def test_crossfit_never_sees_the_held_out_conversation():
+    rows = []
+    for conv, negs in {"A": [10.0, 11.0], "B": [-1.0, -2.0], "C": [-1.5, -3.0]}.items():
+        rows += [{"conversation_id": conv, "truth": False, "score": s} for s in negs]
+        rows.append({"conversation_id": conv, "truth": True, "score": 0.0})
+    th = crossfit_thresholds(rows)
+    assert th["A"] == math.nextafter(-1.0, math.inf)  # from B and C only; A's 11.0 would push it above 11
+    assert th["B"] > 11.0 and th["C"] > 11.0  # A's negatives are held in for B and C
+    used = decide(rows, "crossfit")
+    assert used == "crossfit"
+    a_rows = [r for r in rows if r["conversation_id"] == "A"]
+    assert all(r["decision"] for r in a_rows)  # held-out A is judged by a threshold it did not set
+
+
+def test_pick_threshold_and_fpr():
+    negs = {"x": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]}
+    t = pick_threshold(negs, 0.10)
+    assert balanced_fpr(negs, t) <= 0.10 and t == math.nextafter(8.0, math.inf)
+    assert pick_threshold({}, 0.1) == -math.inf
+    assert balanced_fpr({"a": [1.0], "b": [0.0, 2.0]}, 1.0) == pytest.approx((1.0 + 0.5) / 2)
+
+
+def test_auto_rule_and_auc():
+    assert near_binary([9.0, -8.0, 7.5, -6.0, 1.0])
+    assert not near_binary([0.2, -0.1, 1.0, 5.0])
+    assert auc([2.0, 3.0], [1.0, 2.0]) == pytest.approx((1 + 1 + 0.5 + 1) / 4)
+    assert auc([], [1.0]) is None
+
+
+def test_noise_lists_are_nested_and_seeded():
+    pool = [f"obligation {i}" for i in range(9)]
+    a = noise_lists("w1", pool)
+    assert a[0] == [] and len(a[2]) == 2 and len(a[4]) == 4 and a[2] == a[4][:2]
+    assert noise_lists("w1", list(reversed(pool))) == a
+    assert noise_lists("w1", pool[:3]) == {0: [], 2: noise_lists("w1", pool[:3])[2]}
+    assert any(noise_lists(f"w{i}", pool)[4] != a[4] for i in range(2, 6))
+
+
+# ---------------------------------------------------------------- end to end on the embedded model
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, request):
+    tmp = tmp_path_factory.mktemp("replay")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DERIVAUDIT_CACHE", str(tmp / "cache.sqlite"))
+    request.addfinalizer(mp.undo)
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"
+    r = runner.invoke(app, ["scan", str(log), "-o", str(tmp / "run"), "--limit", "9"])
+    assert r.exit_code == 0, r.output
+    return tmp / "run"
+
+
+@pytest.mark.slow
+def test_replay_end_to_end(run):
+    r = runner.invoke(app, ["replay", str(run), "--view", "all", "--setting", "canonical", "--noise", "0,2,4",
+                            "--format", "json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    expected = {f"{v}/expanded" for v in VIEWS} | {"holistic/citation_only"}
+    assert set(report["settings"]) == expected
+    labels = {x["write_id"]: x for x in read_jsonl(run / "labels.jsonl")}
+    rows = read_jsonl(run / "replay_scores.jsonl")
+    assert len(rows) == len(labels) * len(expected)
+    for x in rows:
+        lab = labels[x["write_id"]]["citation_label" if x["evidence"] == "citation_only" else "expanded_label"]
+        if x["excluded"]:
+            assert x["truth"] is None
+        else:
+            assert x["truth"] == (lab == "supported")
+            assert lab in ("supported", "unsupported", "contradicted")
+        if x["score"] is not None:
+            th = x["threshold"] if isinstance(x["threshold"], float) else float(x["threshold"])
+            assert x["decision"] == (x["score"] >= th if report["settings"][x["setting"]]["operating_point"]
+                                     == "crossfit" else x["score"] > 0)
+    for m in report["settings"].values():
+        assert m["n_pos"] + m["n_neg"] + sum(m["excluded"].values()) + m["scoring_errors"] == len(labels)
+        for k in ("valid_kept", "unsupported_admitted"):
+            assert m[k] is None or 0 <= m[k] <= 1
+    assert {d["from"] for d in report["differences"]} >= {"holistic/citation_only", "holistic/expanded"}
+    assert set(report["noise"]["levels"]) == {"0", "2", "4"}
+    assert (run / "replay.json").exists()
+    # a rerun is answered by the cache
+    r2 = runner.invoke(app, ["replay", str(run), "--view", "obligation", "--format", "json"])
+    again = json.loads(r2.stdout)
+    assert again["usage"]["cache_misses"] == 0
+
+
+def test_replay_bad_options(tmp_path):
+    assert "missing" in runner.invoke(app, ["replay", str(tmp_path)]).output
+    r = runner.invoke(app, ["replay", str(tmp_path), "--view", "nope"])
+    assert r.exit_code == 2 and "unknown view" in r.output
+    r = runner.invoke(app, ["replay", str(tmp_path), "--combine", "max"])
+    assert r.exit_code == 2
+    r = runner.invoke(app, ["replay", str(tmp_path), "--noise", "a,b"])
+    assert r.exit_code == 2
+
+
+@pytest.mark.slow
+def test_admit_library_call():
+    passages = ["Alex: I accepted the job in Boston.", {"speaker": "Alex", "text": "We move to Boston next month."}]
+    v = admit("Alex is moving to Boston for the new job.", passages, view="holistic", use_cache=False)
+    assert isinstance(v["score"], float) and v["threshold"] == 0.0 and v["decision"] == (v["score"] > 0)
+    o = admit("Alex is moving to Boston for the new job.", passages, view="obligation", use_cache=False,
+              obligations=[("fact", "Alex is moving to Boston."), ("relation", "The job is the reason.")])
+    assert o["obligations"] == [["fact", "Alex is moving to Boston."], ["relation", "The job is the reason."]]
+    t = admit("Alex is moving to Boston for the new job.", passages, view="holistic", use_cache=False,
+              threshold=v["score"])
+    assert t["decision"] is True  # a fitted threshold admits at equality
+    with pytest.raises(ValueError):
+        admit("  ", passages)
