@@ -301,7 +301,7 @@ def check(
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
     """Score one record against passages with one view and print the verdict (log-odds, argmax)."""
-    from .views import VIEWS, evidence_block, get_view
+    from .views import VIEWS, Memory, evidence_block, get_view
 
     if view not in VIEWS:
         err.print(f"[red]error[/red]: unknown view {escape(view)!r} (known: {', '.join(VIEWS)})")
@@ -311,8 +311,12 @@ def check(
         raise typer.Exit(EXIT_BAD_INPUT)
     passages = _read_passages(evidence)
     be = open_backend(backend, model, base_url, no_cache, top_logprobs)
-    prompts = get_view(view).prompts(evidence_block(record, passages))
-    (score,) = be.score(prompts)
+    # One record, one question: split views see the record as their single claim.
+    prompts = get_view(view).prompts(evidence_block(record, passages), Memory(record, [("fact", record)],
+                                                                            [("What is recorded?", record)]))
+    scores = be.score(prompts)
+    failed = [x for x in scores if not x.ok]
+    score = failed[0] if failed else min(scores, key=lambda x: x.logodds)  # a split view passes only if all do
     doc = {"record": record, "view": view, "passages": len(passages), "model": be.identity(), **score.to_dict(),
            "decision": None if score.logodds is None else ("admit" if score.logodds > 0 else "reject"),
            "operating_point": "argmax (log-odds > 0)"}

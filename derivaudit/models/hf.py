@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,7 @@ class TransformersBackend(Backend):
         dtype: str | None = None,
         batch_size: int = 16,
         prefix_reuse: bool = True,
+        prefix_cache_size: int = 8,
         seed: int = 0,
     ):
         super().__init__()
@@ -135,6 +137,8 @@ class TransformersBackend(Backend):
         torch.manual_seed(seed)
         self.batch_size = batch_size
         self.prefix_reuse = prefix_reuse
+        self.prefix_cache_size = prefix_cache_size
+        self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         tdtype = getattr(torch, dtype) if dtype else (torch.float32 if self.device == "cpu" else torch.bfloat16)
         self.spec = model
@@ -315,7 +319,20 @@ class TransformersBackend(Backend):
         return seqs, shared, plain
 
     def _prefix(self, ids: list[int]) -> Any:
-        """The key/value cache of a shared prefix, computed once."""
+        """The key/value cache of a shared prefix, computed once and kept for the next few calls
+        (scoring a memory's E/R questions and then generating its subsets share one prefix).
+        Callers copy it before use."""
+        key = tuple(ids)
+        if key in self._prefixes:
+            self._prefixes.move_to_end(key)
+            return self._prefixes[key]
+        cache = self._compute_prefix(ids)
+        self._prefixes[key] = cache
+        while len(self._prefixes) > self.prefix_cache_size:
+            self._prefixes.popitem(last=False)
+        return cache
+
+    def _compute_prefix(self, ids: list[int]) -> Any:
         torch = self.torch
         with torch.inference_mode():
             out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True,
@@ -406,3 +423,4 @@ class TransformersBackend(Backend):
 
     def close(self) -> None:
         self._model = None
+        self._prefixes.clear()
