@@ -330,7 +330,7 @@ def _subsets(items: Sequence[Item], prims: Sequence[Primitives], backends: Seque
 Asker = tuple[Backend, Callable[[int, Item], str], Callable[[int, Item, str], str]]
 
 
-def _answers(items: Sequence[Item], askers: Sequence[Asker]) -> list[list[Primitives]]:
+def _answers(items: Sequence[Item], askers: Sequence[Asker], subsets: bool = True) -> list[list[Primitives]]:
     """For each asker (backend, D prompt, E/R prompt): score D (no evidence) and, where the view has
     passages, E and R (after the shared evidence block); then generate subsets for the yes answers.
     All askers go out together, so annotators on one backend share each evidence prefix. A view
@@ -351,8 +351,9 @@ def _answers(items: Sequence[Item], askers: Sequence[Asker]) -> list[list[Primit
         p = prims[j][k]
         p.scores[which] = s.logodds
         setattr(p, which, _yes(s, p.notes, which.upper()))
-    _subsets([it for _ in askers for it in items], [p for ps in prims for p in ps],
-             [be for be, _, _ in askers for _ in items])
+    if subsets:
+        _subsets([it for _ in askers for it in items], [p for ps in prims for p in ps],
+                 [be for be, _, _ in askers for _ in items])
     return prims
 
 
@@ -410,9 +411,14 @@ class Annotation:
 
 
 def annotate(items: Sequence[Item], a: Annotator, b: Annotator, adjudicator: Annotator) -> list[Annotation]:
-    """Two independent annotators; only disagreements (any of D, E, R differs) are adjudicated."""
-    pa, pb = _answers(items, [_asker(a), _asker(b)])  # independent prompts, one round trip
+    """Two independent annotators; only disagreements (any of D, E, R differs) are adjudicated.
+    B names its implying subsets only where it disagrees with A (the adjudicator sees them)."""
+    pa, pb = _answers(items, [_asker(a), _asker(b)], subsets=False)  # independent prompts, one round trip
     disagree = [k for k in range(len(items)) if pa[k].answers != pb[k].answers]
+    # Subsets: all of A's (its primitives are final on agreement); B's only where they are shown
+    # to the adjudicator, since on agreement they are never used.
+    _subsets([*items, *(items[k] for k in disagree)], [*pa, *(pb[k] for k in disagree)],
+             [a.backend] * len(items) + [b.backend] * len(disagree))
     adj = adjudicate([items[k] for k in disagree], [pa[k] for k in disagree], [pb[k] for k in disagree],
                      adjudicator) if disagree else []
     by_k = dict(zip(disagree, adj, strict=True))
