@@ -95,6 +95,18 @@ def _progress() -> Progress:
                     console=err, transient=False, disable=not err.is_terminal)
 
 
+def _stage_progress(bar: Progress) -> Callable[[str, int, int], None]:
+    """A progress callback that opens one bar per pipeline stage on first use."""
+    tasks: dict[str, Any] = {}
+
+    def progress(stage: str, advance: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(stage, total=total)
+        bar.advance(tasks[stage], advance)
+
+    return progress
+
+
 def _version(value: bool) -> None:
     if value:
         out.print(f"derivaudit {__version__}")
@@ -469,13 +481,7 @@ def _run_scan(opts: dict[str, Any], run: Path, until: str, format: Fmt) -> None:
     cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=opts["limit_floor"]), limit=opts["limit"],
                      conversations=conversation, until=until, cli=opts)
     with _progress() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, advance: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.advance(tasks[stage], advance)
-
+        progress = _stage_progress(bar)
         report = run_scan(log, run, annotators, cfg=cfg, input_files=[*history, *files], progress=progress)
     for be in loaded.values():
         be.close()
@@ -645,13 +651,7 @@ def replay(
             bad(f"{run / name} is missing: run `derivaudit scan ... -o {run}` first")
     be = open_backend(backend, model, base_url, no_cache, top_logprobs)
     with _progress() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, advance: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.advance(tasks[stage], advance)
-
+        progress = _stage_progress(bar)
         report = run_replay(run, be, settings, rule=combine_rule, point=point, noise=levels, progress=progress)
     report["model"] = be.identity()
     report["usage"] = {**be.usage.to_dict(), **({"cache_hits": be.hits, "cache_misses": be.misses}
