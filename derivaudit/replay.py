@@ -168,33 +168,17 @@ def paired_difference(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], 
                       reps: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Difference (b - a) of a balanced admission rate between two settings on the same writes,
     with a cluster-bootstrap 95% interval (the same resampled conversations for both)."""
-    key = {(r["write_id"]) for r in a if r["truth"] is truth} & {r["write_id"] for r in b if r["truth"] is truth}
-    ra = [r for r in a if r["write_id"] in key]
-    rb = [r for r in b if r["write_id"] in key]
-    va, vb = _balanced(ra, truth), _balanced(rb, truth)
-    diff = None if va is None or vb is None else vb - va
-    pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
-    by_id = {r["write_id"]: r for r in rb}
-    for r in ra:
-        pairs.setdefault(r["conversation_id"], []).append((r, by_id[r["write_id"]]))
-    convs = sorted(pairs)
-    ci: tuple[float | None, float | None] = (None, None)
-    if len(convs) >= 2 and diff is not None:
-        rng = random.Random(seed)
-        vals = []
-        for _ in range(reps):
-            sa, sb = [], []
-            for i, c in enumerate(rng.choices(convs, k=len(convs))):
-                for x, y in pairs[c]:
-                    sa.append({**x, "conversation_id": f"{c}#{i}"})
-                    sb.append({**y, "conversation_id": f"{c}#{i}"})
-            xa, xb = _balanced(sa, truth), _balanced(sb, truth)
-            if xa is not None and xb is not None:
-                vals.append(xb - xa)
-        vals.sort()
-        if vals:
-            ci = (vals[int(0.025 * (len(vals) - 1))], vals[int(0.975 * (len(vals) - 1))])
-    return {"difference": diff, "ci": ci, "n": len(key)}
+    key = {r["write_id"] for r in a if r["truth"] is truth} & {r["write_id"] for r in b if r["truth"] is truth}
+    both = [{**r, "_side": side} for side, rows in (("a", a), ("b", b)) for r in rows if r["write_id"] in key]
+
+    def diff(rows: Sequence[dict[str, Any]]) -> float | None:
+        va = _balanced([r for r in rows if r["_side"] == "a"], truth)
+        vb = _balanced([r for r in rows if r["_side"] == "b"], truth)
+        return None if va is None or vb is None else vb - va
+
+    d = diff(both)
+    ci = bootstrap(both, diff, reps, seed) if d is not None else (None, None)
+    return {"difference": d, "ci": ci, "n": len(key)}
 
 
 # ---------------------------------------------------------------- scoring the memories
@@ -363,7 +347,7 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
         all_rows.extend(rows)
     report["differences"] = _differences(rows_of, reps)
     if noise:
-        report["noise"] = noise_probe(run, backend, rows_of, noise, rule)
+        report["noise"] = noise_probe(run, backend, rows_of, noise, rule, by_evidence.get("expanded"))
         progress("noise probe", 1, 1)
     write_jsonl(run / "replay_scores.jsonl", [{k: _finite(v) for k, v in r.items()} for r in all_rows])
     import orjson
@@ -400,13 +384,13 @@ def _differences(rows_of: dict[str, list[dict[str, Any]]], reps: int) -> list[di
 
 
 def noise_probe(run: Any, backend: Backend, rows_of: dict[str, list[dict[str, Any]]], levels: Sequence[int],
-                rule: str = "min") -> dict[str, Any]:
+                rule: str = "min", expanded: Sequence[Case] | None = None) -> dict[str, Any]:
     """Accumulated verification noise (§3.3, Table 6): supported memories checked with the
     obligation view after adding 0, 2 or 4 extra true obligations from other supported records of
     the same conversation; memory and evidence unchanged."""
     from .scan import read_jsonl
 
-    cases = [c for c in load_cases(run, "expanded") if c.truth]
+    cases = [c for c in (expanded if expanded is not None else load_cases(run, "expanded")) if c.truth]
     prims = read_jsonl(run / "primitives.jsonl")
     texts = {o["obligation_id"]: o["text"] for r in read_jsonl(run / "obligations.jsonl") for o in r["obligations"]}
     supported_writes = {c.write_id for c in cases}
