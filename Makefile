@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # for a GPU box, e.g. `make install TORCH=torch`.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo test lint bench clean
+.PHONY: install browser demo test lint bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +18,19 @@ $(VENV)/.installed: pyproject.toml Makefile
 
 install: $(VENV)/.installed
 
+# Debian's Chromium for the HTML report's browser test (Playwright drives it; no browser download).
+# Without root or apt the test skips with a message.
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "note: /usr/bin/chromium missing and cannot be installed here; the browser test will skip"; fi; \
+	fi
+
 demo: install
 	$(BIN)/derivaudit scan fixtures/memories.jsonl -o runs/fixtures
 
-test: install
+test: install browser
 	$(BIN)/ruff check derivaudit tests benchmarks
 	$(BIN)/python -m pytest -q
 

@@ -666,3 +666,115 @@ def replay(
                   f"{u['computed_tokens']}/{u['prompt_tokens']}"
                   + (f", cache hits {u['cache_hits']}/{u['cache_hits'] + u['cache_misses']}" if "cache_hits" in u
                      else ""))
+
+
+# ---------------------------------------------------------------- report
+
+
+class ReportFmt(StrEnum):
+    table = "table"
+    json = "json"
+    md = "md"
+    csv = "csv"
+    junit = "junit"
+    html = "html"
+
+
+def print_report(report: dict[str, Any], top: int = 10) -> None:
+    from .report import flagged
+
+    r = report["run"]
+    out.print(f"[bold]derivaudit report[/bold] — {r['writes']} writes, {r['conversations']} conversations, "
+              f"{escape(str(r['path']))}")
+    t = Table(title="Scope: conversation-balanced with a 95% bootstrap interval over conversations; write-weighted "
+                    "beside it", title_justify="left")
+    t.add_column("metric", no_wrap=True)
+    for col in ("balanced", "95% CI", "write-weighted", "writes"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for name, v in report["scope"].items():
+        lo, hi = v["balanced_ci"]
+        t.add_row(name, _pct(v["balanced"]), "–" if lo is None else f"{lo:.1%}–{hi:.1%}", _pct(v["weighted"]),
+                  str(v["n_writes"]))
+    out.print(t)
+    if report.get("replay"):
+        print_replay(report["replay"])
+    if "change" in report:
+        c = Table(title=f"Change against the baseline {escape(report['baseline']['run']['path'])}",
+                  title_justify="left")
+        for col in ("metric", "baseline", "this run", "change"):
+            c.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
+        base = report["baseline"]["metrics"]
+        for k, d in report["change"].items():
+            if "@" in k or k.endswith(".weighted"):
+                continue
+            c.add_row(k, "–" if base.get(k) is None else f"{base[k]:.4g}",
+                      "–" if report["metrics"].get(k) is None else f"{report['metrics'][k]:.4g}",
+                      "–" if d is None else f"{d:+.4g}")
+        out.print(c)
+    bad = flagged(Path(r["path"]))
+    if bad:
+        out.print(f"[bold]Unsupported or contradicted after expansion[/bold] ({len(bad)}):")
+        for w in bad[:top]:
+            out.print(f"  {escape(w['expanded_label'])} {escape(w['write_id'])}: {escape(' '.join(w['text'].split()))}")
+        if len(bad) > top:
+            out.print(f"  ... and {len(bad) - top} more (--format csv or export for all)")
+
+
+@app.command()
+def report(
+    run: Annotated[Path, typer.Argument(help="A run folder made by scan (and optionally replay).")],
+    format: Annotated[ReportFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")]
+    = ReportFmt.table,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here (atomic) instead of stdout.")]
+    = None,
+    fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"unsupported_admitted>0.25\"; "
+                       "exit 1 when it holds. Repeatable. With --baseline it reads the change.")] = None,
+    baseline: Annotated[Path | None, typer.Option("--baseline", help="Another run folder to compare against.")]
+    = None,
+    reps: Annotated[int, typer.Option("--reps", min=100, help="Bootstrap resamples of conversations.")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed (fixed: same run, same intervals).")] = 0,
+) -> None:
+    """What a run found, for people (table, md, html) and machines (json, csv, junit), with CI gates."""
+    from . import report as rep
+
+    try:
+        doc = rep.build(run, reps=reps, seed=seed)
+        if baseline is not None:
+            rep.compare(doc, rep.build(baseline, reps=reps, seed=seed))
+        gates = rep.evaluate_gates(doc, fail_if or [])
+    except rep.ReportError as e:
+        err.print(f"[red]error[/red]: {escape(str(e))}")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    doc["gates"] = gates
+    if format is ReportFmt.table:
+        if output is not None:
+            err.print("[red]error[/red]: --format table prints to the terminal; pick md, json, csv, junit or html "
+                      "for -o")
+            raise typer.Exit(EXIT_BAD_INPUT)
+        print_report(doc)
+    else:
+        if format is ReportFmt.json:
+            data = rep.to_json(doc)
+        elif format is ReportFmt.md:
+            data = rep.to_markdown(doc, gates).encode()
+        elif format is ReportFmt.csv:
+            data = rep.to_csv(doc).encode()
+        elif format is ReportFmt.junit:
+            data = rep.to_junit(doc).encode()
+        else:
+            from .html import render
+
+            data = render(doc, gates).encode()
+        if output is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        else:
+            with atomic_writer(output, "wb") as fh:
+                fh.write(data)
+            err.print(f"wrote {escape(str(output))} ({len(data):,} bytes)")
+    for g in gates:
+        value = "no value" if g["value"] is None else f"{g['value']:.4g}"
+        status = "[red]FAILED[/red]" if g["failed"] else "[green]passed[/green]"
+        err.print(f"gate {escape(g['expr'])}: {value} on the {g['on']} → {status}")
+    if any(g["failed"] for g in gates):
+        raise typer.Exit(EXIT_GATE)

@@ -215,27 +215,37 @@ def qa_pairs(backend: Backend, records: Sequence[str]) -> list[list[tuple[str, s
     return out
 
 
+def score_settings(backend: Backend, jobs: Sequence[tuple[View, Sequence[Case]]], rule: str = "min"
+                   ) -> list[list[tuple[float | None, list[float | None]]]]:
+    """Score several (view, cases) jobs in one backend call, so every view of one write shares the
+    write's evidence prefix (computed once instead of once per view)."""
+    prompts: list[Prompt] = []
+    owner: list[tuple[int, int]] = []
+    for j, (view, cases) in enumerate(jobs):
+        for i, c in enumerate(cases):
+            ps = view.prompts(evidence_block(c.record, c.passages), c.memory)
+            prompts.extend(ps)
+            owner.extend([(j, i)] * len(ps))
+    scores: list[Score] = backend.score(prompts)
+    parts: list[list[list[float | None]]] = [[[] for _ in cases] for _, cases in jobs]
+    for (j, i), s in zip(owner, scores, strict=True):
+        parts[j][i].append(s.logodds)
+    out = []
+    for (view, _), job_parts in zip(jobs, parts, strict=True):
+        res = []
+        for ps in job_parts:
+            if any(p is None for p in ps) or not ps:
+                res.append((None, ps))
+            else:
+                res.append((combine([p for p in ps if p is not None], rule if view.split else "min"), ps))
+        out.append(res)
+    return out
+
+
 def score_cases(backend: Backend, cases: Sequence[Case], view: View, rule: str = "min"
                 ) -> list[tuple[float | None, list[float | None]]]:
     """(combined log-odds or None on a scoring error, per-part log-odds) for each case."""
-    prompts: list[Prompt] = []
-    owner: list[int] = []
-    for i, c in enumerate(cases):
-        shared = evidence_block(c.record, c.passages)
-        ps = view.prompts(shared, c.memory)
-        prompts.extend(ps)
-        owner.extend([i] * len(ps))
-    scores: list[Score] = backend.score(prompts)
-    parts: list[list[float | None]] = [[] for _ in cases]
-    for i, s in zip(owner, scores, strict=True):
-        parts[i].append(s.logodds)
-    out = []
-    for ps in parts:
-        if any(p is None for p in ps) or not ps:
-            out.append((None, ps))
-        else:
-            out.append((combine([p for p in ps if p is not None], rule if view.split else "min"), ps))
-    return out
+    return score_settings(backend, [(view, cases)], rule)[0]
 
 
 def decide(rows: list[dict[str, Any]], point: str) -> str:
@@ -326,29 +336,34 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
             progress("QA questions", len(part), len(records))
     all_rows: list[dict[str, Any]] = []
     report: dict[str, Any] = {"settings": {}, "operating_point": point, "combine": rule}
-    rows_of: dict[str, list[dict[str, Any]]] = {}
+    cases_of: dict[str, tuple[View, list[Case]]] = {}
     for view_name, ev in settings:
         view = get_view(view_name)
-        cases = _with_qa(by_evidence[ev], qa) if view.needs_qa else by_evidence[ev]
-        key = f"{view_name}/{ev}"
-        rows = []
-        for start in range(0, len(cases), chunk):
-            part = cases[start : start + chunk]
-            for c, (score, parts) in zip(part, score_cases(backend, part, view, rule), strict=True):
-                rows.append({"setting": key, "view": view_name, "evidence": ev, "write_id": c.write_id,
-                             "conversation_id": c.conversation_id, "truth": c.truth, "excluded": c.excluded,
-                             "repaired": c.repaired, "score": score, "parts": parts})
-            progress(key, len(part), len(cases))
+        cases_of[f"{view_name}/{ev}"] = (view, _with_qa(by_evidence[ev], qa) if view.needs_qa else by_evidence[ev])
+    rows_of: dict[str, list[dict[str, Any]]] = {key: [] for key in cases_of}
+    total = len(next(iter(by_evidence.values()))) if by_evidence else 0
+    for start in range(0, total, chunk):
+        jobs = [(view, cases[start : start + chunk]) for view, cases in cases_of.values()]
+        for (key, (view, _)), (_, part), scored in zip(cases_of.items(), jobs, score_settings(backend, jobs, rule),
+                                                       strict=True):
+            ev = key.split("/", 1)[1]
+            for c, (score, parts) in zip(part, scored, strict=True):
+                rows_of[key].append({"setting": key, "view": view.name, "evidence": ev, "write_id": c.write_id,
+                                     "conversation_id": c.conversation_id, "truth": c.truth,
+                                     "excluded": c.excluded, "repaired": c.repaired, "score": score,
+                                     "parts": parts})
+        progress("scoring", min(chunk, total - start), total)
+    for key, rows in rows_of.items():
         used = decide(rows, point)
         m = setting_metrics(rows, reps)
         m["operating_point"] = used
         report["settings"][key] = m
-        rows_of[key] = rows
         all_rows.extend(rows)
     report["differences"] = _differences(rows_of, reps)
     if noise:
         report["noise"] = noise_probe(run, backend, rows_of, noise, rule, by_evidence.get("expanded"))
         progress("noise probe", 1, 1)
+    report["model"] = backend.identity()
     write_jsonl(run / "replay_scores.jsonl", [{k: _finite(v) for k, v in r.items()} for r in all_rows])
     import orjson
 

@@ -50,3 +50,35 @@ def rates(rows: Sequence[dict[str, Any]], metrics: dict[str, tuple[pl.Expr, pl.E
         out[name] = {"balanced": balanced, "weighted": weighted, "difference": weighted - balanced,
                      "n_writes": len(sub), "n_conversations": per.height}
     return out
+
+
+def cluster_bootstrap_ci(rows: Sequence[dict[str, Any]], metrics: dict[str, tuple[pl.Expr, pl.Expr]] = SCOPE_METRICS,
+                         group: str = "conversation_id", reps: int = 1000, seed: int = 0
+                         ) -> dict[str, tuple[float | None, float | None]]:
+    """95% percentile intervals of each conversation-balanced rate, resampling conversations with
+    replacement. One seeded draw of conversations serves every metric, so the same run always gives
+    the same intervals."""
+    import numpy as np
+
+    df = pl.DataFrame(rows)
+    out: dict[str, tuple[float | None, float | None]] = {name: (None, None) for name in metrics}
+    if not len(df):
+        return out
+    convs = df[group].unique().sort().to_list()
+    if len(convs) < 2:
+        return out
+    draws = np.random.default_rng(seed).integers(0, len(convs), size=(reps, len(convs)))
+    for name, (num, den) in metrics.items():
+        per = (df.with_columns(num.cast(pl.Float64).alias("_hit"), den.cast(pl.Float64).alias("_den"))
+               .group_by(group).agg((pl.col("_hit") * pl.col("_den")).sum().alias("hits"), pl.col("_den").sum()
+                                    .alias("n")))
+        per = pl.DataFrame({group: convs}).join(per, on=group, how="left").fill_null(0.0)
+        hits, n = per["hits"].to_numpy()[draws], per["n"].to_numpy()[draws]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = np.where(n > 0, hits / np.where(n > 0, n, 1), np.nan)
+            counted = (n > 0).sum(axis=1)
+            balanced = np.where(counted > 0, np.nansum(rate, axis=1) / np.maximum(counted, 1), np.nan)
+        balanced = balanced[~np.isnan(balanced)]
+        if len(balanced):
+            out[name] = (float(np.quantile(balanced, 0.025)), float(np.quantile(balanced, 0.975)))
+    return out

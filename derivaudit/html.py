@@ -1,0 +1,284 @@
+"""The HTML report: one self-contained file (inline styles, script and SVG plots; a CSP that forbids
+any network access) with a per-memory drill-down.
+
+Everything that comes from the memory log is untrusted: the static parts go through `html.escape`,
+and the drill-down data travels as gzip+base64 JSON that the page decodes and inserts with
+`textContent` only, so no memory or passage text is ever parsed as HTML. Compression keeps a
+10,000-write run to a few MB.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import plots
+from .report import _ci, _num, gate_setting, pct
+from .scan import read_jsonl
+
+VIEW_KEYS = {"citation_only": "co", "expanded": "ex"}
+
+
+def _prims(p: dict[str, Any] | None) -> list[Any] | None:
+    if not p:
+        return None
+    return [int(p["d"]), int(p["e"]), int(p["r"]), p["e_subset"], p["r_subset"]]
+
+
+def drilldown_data(run: Path) -> dict[str, Any]:
+    """Compact per-write data: turns stored once per conversation, obligations with the primitives
+    of A, B and the adjudicator per view, passages per view, and each replayed setting's score."""
+    labels = read_jsonl(run / "labels.jsonl")
+    views = {r["write_id"]: r for r in read_jsonl(run / "views.jsonl")} if (run / "views.jsonl").exists() else {}
+    obls = ({r["write_id"]: r["obligations"] for r in read_jsonl(run / "obligations.jsonl")}
+            if (run / "obligations.jsonl").exists() else {})
+    prims: dict[tuple[str, str], dict[str, Any]] = {}
+    if (run / "primitives.jsonl").exists():
+        for p in read_jsonl(run / "primitives.jsonl"):
+            prims[(p["obligation_id"], p["view"])] = p
+    scores: dict[str, dict[str, list[Any]]] = {}
+    if (run / "replay_scores.jsonl").exists():
+        for s in read_jsonl(run / "replay_scores.jsonl"):
+            scores.setdefault(s["write_id"], {})[s["setting"]] = [_num(s["score"]), s["decision"], _num(s["threshold"])]
+    turns: dict[str, dict[str, list[Any]]] = {}
+    writes = []
+    for r in labels:
+        conv, wid = r["conversation_id"], r["write_id"]
+        v = views.get(wid, {})
+        table = turns.setdefault(conv, {})
+        passages = {}
+        for view, short in VIEW_KEYS.items():
+            ids = []
+            for t in v.get(view, []):
+                table.setdefault(t["turn_id"], [t.get("speaker"), t.get("time"), t.get("text")])
+                ids.append(t["turn_id"])
+            passages[short] = ids
+        ob = []
+        for o in obls.get(wid, []):
+            per_view = {}
+            for view, short in VIEW_KEYS.items():
+                p = prims.get((o["obligation_id"], view))
+                if p:
+                    per_view[short] = [p["label"], _prims(p["A"]), _prims(p["B"]), _prims(p["adjudicator"])]
+            ob.append([o["obligation_id"], o["kind"] + (f" ({o['subtype']})" if o.get("subtype") else ""),
+                       o["text"], per_view])
+        flags = [name for name in ("provenance_repaired", "unresolved", "multi_passage", "search_limited")
+                 if r.get(name)]
+        writes.append({"id": wid, "c": conv, "t": r["text"], "cl": r["citation_label"], "el": r["expanded_label"],
+                       "f": flags, "cit": r.get("citations", []), "d": r.get("decomposition"), "p": passages,
+                       "o": ob, "s": scores.get(wid, {})})
+    return {"turns": turns, "writes": writes}
+
+
+def pack(data: Any) -> str:
+    return base64.b64encode(gzip.compress(orjson.dumps(data), compresslevel=9, mtime=0)).decode("ascii")
+
+
+def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _gates(gates: list[dict[str, Any]]) -> str:
+    if not gates:
+        return ""
+    rows = [[g["expr"], "n/a" if g["value"] is None else f"{g['value']:.4g}", "FAILED" if g["failed"] else "passed"]
+            for g in gates]
+    return "<h2>Gates</h2>" + _table(["gate", "value", "result"], rows, "gates")
+
+
+def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) -> str:
+    run = Path(report["run"]["path"])
+    r = report["run"]
+    rp = report.get("replay") or {}
+    rows_by_setting: dict[str, list[dict[str, Any]]] = {}
+    if (run / "replay_scores.jsonl").exists():
+        for s in read_jsonl(run / "replay_scores.jsonl"):
+            rows_by_setting.setdefault(s["setting"], []).append(s)
+    figs = []
+    if rows_by_setting:
+        figs.append(("Log-odds by reference label, per view", "plot-dist", plots.distributions(rows_by_setting)))
+        figs.append(("ROC curves per view", "plot-roc", plots.roc(rows_by_setting)))
+    if report["per_conversation"]:
+        figs.append(("Per-conversation rates", "plot-conv", plots.per_conversation(report["per_conversation"])))
+    if rp.get("noise", {}).get("levels"):
+        figs.append(("Verification-noise probe", "plot-noise", plots.noise_curve(rp["noise"])))
+    plot_html = "".join(f'<figure class="plot" id="{fid}"><figcaption>{escape(t)}</figcaption>{svg}</figure>'
+                        for t, fid, svg in figs)
+    if not rows_by_setting:
+        plot_html += ("<p class=note>No replay in this run: run <code>derivaudit replay RUN/</code> for the score "
+                      "plots.</p>")
+    scope_rows = [[k, pct(v["balanced"]), _ci(v["balanced_ci"]), pct(v["weighted"]), v["n_writes"], v["meaning"]]
+                  for k, v in report["scope"].items()]
+    replay_rows = []
+    for key, s in rp.get("settings", {}).items():
+        auc = _num(s.get("auc"))
+        replay_rows.append([key, pct(s.get("valid_kept")), _ci(s.get("valid_kept_ci")),
+                            pct(s.get("unsupported_admitted")), _ci(s.get("unsupported_admitted_ci")),
+                            "—" if auc is None else f"{auc:.3f}", s.get("n_pos"), s.get("n_neg"),
+                            s.get("scoring_errors"), s.get("operating_point")])
+    ag = report.get("agreement", {})
+    ag_rows = [[p, pct(ag[p].get("agreement")), "—" if _num(ag[p].get("kappa")) is None else f"{ag[p]['kappa']:.2f}"]
+               for p in ("D", "E", "R", "label") if p in ag]
+    models = sorted({str((a.get("model") or {}).get("model")) for a in r.get("annotators", {}).values()})
+    meta_rows = [["input", ", ".join(r.get("input_files") or []) + f" (sha {r.get('input_sha')})"],
+                 ["writes / conversations", f"{r['writes']} / {r['conversations']}"],
+                 ["annotator models", ", ".join(models)], ["scanned", r.get("scanned_at") or "—"],
+                 ["replayed", r.get("replayed_at") or "—"], ["derivaudit", report["derivaudit"]],
+                 ["generated", report["generated_at"]]]
+    change = ""
+    if "change" in report:
+        base = report["baseline"]["metrics"]
+        ch_rows = [[k, "—" if base.get(k) is None else f"{base[k]:.4g}",
+                    "—" if report["metrics"].get(k) is None else f"{report['metrics'][k]:.4g}",
+                    "—" if d is None else f"{d:+.4g}"]
+                   for k, d in report["change"].items() if "@" not in k and not k.endswith(".weighted")]
+        change = (f"<h2>Change against the baseline</h2><p>baseline: {escape(report['baseline']['run']['path'])}</p>"
+                  + _table(["metric", "baseline", "this run", "change"], ch_rows))
+    body = f"""
+<header><h1>derivaudit report</h1>{_table(["", ""], meta_rows, "meta")}</header>
+{_gates(gates or [])}
+<h2>Scope</h2><p class=note>Conversation-balanced (each conversation counts equally), 95% bootstrap interval over
+conversations; write-weighted beside it.</p>
+{_table(["metric", "balanced", "95% CI", "write-weighted", "n writes", "meaning"], scope_rows, "scope")}
+{"<h2>Admission replay</h2><p class=note>Operating point " + escape(str(rp.get("operating_point"))) + ", combine "
+ + escape(str(rp.get("combine"))) + ". Gate setting: " + escape(str(gate_setting(report))) + ".</p>"
+ + _table(["view / evidence", "valid kept", "95% CI", "unsupported admitted", "95% CI", "AUC", "pos", "neg",
+           "scoring errors", "point"], replay_rows, "replay") if replay_rows else ""}
+{change}
+{"<h2>Annotators</h2>" + _table(["primitive", "agreement", "Cohen's κ"], ag_rows)
+ + f"<p>Adjudicated {ag.get('adjudicated')} of {ag.get('items')} items.</p>" if ag_rows else ""}
+<h2>Plots</h2>{plot_html}
+<h2>Memories</h2>
+<div class=controls><input id=q type=search placeholder="filter by text or id"> <select id=lab>
+<option value="">every expanded label</option><option>supported</option><option>unsupported</option>
+<option>contradicted</option><option>ambiguous</option></select> <span id=count></span></div>
+<table id=writes><thead><tr><th>write</th><th>conversation</th><th>memory</th><th>citation-only</th>
+<th>expanded</th><th>flags</th></tr></thead><tbody></tbody></table>
+<div id=pager></div>
+<section id=drill hidden></section>
+"""
+    return _PAGE.replace("%BODY%", body).replace("%DATA%", pack(drilldown_data(run)))
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; \
+style-src 'unsafe-inline'; img-src data:">
+<link rel="icon" href="data:,">
+<title>derivaudit report</title>
+<style>
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td,th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;
+vertical-align:top}th{background:#f4f4f4}.note{color:#666}figure.plot{margin:1em 0}figcaption{font-weight:600}
+figure.plot svg{max-width:100%;height:auto}#writes tbody tr{cursor:pointer}#writes tbody tr:hover{background:#eef6f5}
+.lab{padding:0 5px;border-radius:3px;font-size:12px}.supported{background:#d8f0ec}.unsupported{background:#fde2d9}
+.contradicted{background:#f7c1c1}.ambiguous,.insufficient{background:#eee}#drill{border:2px solid #2a9d8f;
+padding:1em;margin:1em 0;border-radius:6px}.cited{background:#fff5cc}.retrieved{background:#e6f0ff}
+.implied{font-weight:600}.passages li{margin:2px 0}.mark{font-size:11px;color:#555;margin-left:4px}
+#pager button{margin:2px}
+</style></head><body>
+%BODY%
+<script type="application/octet-stream" id="data">%DATA%</script>
+<script>
+"use strict";
+const PAGE = 100;
+let DATA = null, shown = [], page = 0;
+function el(tag, text, cls) { const e = document.createElement(tag); if (text !== undefined && text !== null)
+  e.textContent = String(text); if (cls) e.className = cls; return e; }
+function lab(x) { return el("span", x || "—", "lab " + (x || "")); }
+async function load() {
+  const raw = atob(document.getElementById("data").textContent.trim());
+  const bytes = new Uint8Array(raw.length);
+  for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
+function filter() {
+  const q = document.getElementById("q").value.toLowerCase(), l = document.getElementById("lab").value;
+  shown = DATA.writes.filter(w => (!l || w.el === l) &&
+    (!q || w.t.toLowerCase().includes(q) || w.id.toLowerCase().includes(q)));
+  page = 0; draw();
+}
+function draw() {
+  const tb = document.querySelector("#writes tbody"); tb.replaceChildren();
+  for (const w of shown.slice(page * PAGE, (page + 1) * PAGE)) {
+    const tr = el("tr"); tr.dataset.id = w.id;
+    tr.append(el("td", w.id), el("td", w.c), el("td", w.t));
+    const a = el("td"); a.append(lab(w.cl)); const b = el("td"); b.append(lab(w.el));
+    tr.append(a, b, el("td", w.f.join(", ")));
+    tr.addEventListener("click", () => open(w));
+    tb.append(tr);
+  }
+  document.getElementById("count").textContent = shown.length + " of " + DATA.writes.length + " memories";
+  const pg = document.getElementById("pager"); pg.replaceChildren();
+  const pages = Math.ceil(shown.length / PAGE);
+  if (pages > 1) for (let i = 0; i < pages; i++) {
+    const bt = el("button", i + 1); bt.disabled = i === page; bt.addEventListener("click", () => { page = i; draw(); });
+    pg.append(bt);
+  }
+}
+function prim(p) {
+  if (!p) return "—";
+  let s = "D" + (p[0] ? "+" : "−") + " E" + (p[1] ? "+" : "−") + " R" + (p[2] ? "+" : "−");
+  if (p[3].length) s += " E⊂[" + p[3].join(",") + "]";
+  if (p[4].length) s += " R⊂[" + p[4].join(",") + "]";
+  return s;
+}
+function open(w) {
+  const d = document.getElementById("drill"); d.replaceChildren(); d.hidden = false;
+  d.append(el("h3", "Memory " + w.id + " (" + w.c + ")"), el("p", w.t, "memory"));
+  const info = el("p"); info.append("citation-only: ", lab(w.cl), "  expanded: ", lab(w.el),
+    "  decomposition: " + (w.d || "—") + (w.f.length ? "  flags: " + w.f.join(", ") : ""));
+  d.append(info);
+  const settings = Object.keys(w.s);
+  if (settings.length) {
+    const t = el("table"); const h = el("tr");
+    for (const x of ["view / evidence", "log-odds", "threshold", "decision"]) h.append(el("th", x));
+    t.append(h);
+    for (const k of settings) { const [s, dec, th] = w.s[k]; const r = el("tr");
+      r.append(el("td", k), el("td", s === null ? "error" : s.toFixed(3)), el("td", th === null ? "—" : th.toFixed(3)),
+               el("td", dec === null ? "—" : (dec ? "admit" : "reject"))); t.append(r); }
+    d.append(el("h4", "Verification views"), t);
+  }
+  const ot = el("table"); const oh = el("tr");
+  for (const x of ["obligation", "kind", "view", "label", "A", "B", "adjudicator"]) oh.append(el("th", x));
+  ot.append(oh);
+  const implied = {co: new Set(), ex: new Set()};
+  for (const [oid, kind, text, per] of w.o) for (const v of ["co", "ex"]) if (per[v]) {
+    const [label, A, B, J] = per[v]; const r = el("tr");
+    r.append(el("td", oid + ": " + text), el("td", kind), el("td", v === "co" ? "citation-only" : "expanded"));
+    const c = el("td"); c.append(lab(label)); r.append(c, el("td", prim(A)), el("td", prim(B)), el("td", prim(J)));
+    ot.append(r);
+    const fin = J || A; if (fin) for (const n of fin[3]) implied[v].add(n);
+  }
+  d.append(el("h4", "Obligations"), ot);
+  const turns = DATA.turns[w.c] || {}, cited = new Set(w.cit);
+  for (const [v, name] of [["co", "Citation-only view"], ["ex", "Expanded-history view"]]) {
+    d.append(el("h4", name));
+    const ol = el("ol", null, "passages");
+    w.p[v].forEach((tid, i) => {
+      const [speaker, time, text] = turns[tid] || [null, null, "(missing)"];
+      const li = el("li", null, cited.has(tid) ? "cited" : "retrieved");
+      if (implied[v].has(i + 1)) li.classList.add("implied");
+      li.append(el("span", "[" + tid + "] " + (time ? time + " " : "") + (speaker ? speaker + ": " : "")),
+                el("span", text), el("span", cited.has(tid) ? "cited" : "retrieved", "mark"));
+      if (implied[v].has(i + 1)) li.append(el("span", "in a minimal E subset", "mark"));
+      ol.append(li);
+    });
+    if (!w.p[v].length) ol.append(el("li", "(no passages)"));
+    d.append(ol);
+  }
+  d.scrollIntoView();
+}
+load().then(x => { DATA = x; document.getElementById("q").addEventListener("input", filter);
+  document.getElementById("lab").addEventListener("change", filter); filter();
+  document.body.dataset.ready = "1"; });
+</script></body></html>
+"""

@@ -1,0 +1,238 @@
+"""report: schema-valid JSON, gates and exit codes, pure stdout, inert hostile text in every format,
+baseline comparison, and the HTML report in headless Chromium. The run is a real scan + replay of
+fixture writes (including fixtures/hostile.jsonl) on the embedded model."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from derivaudit.cli import app
+from derivaudit.report import ReportError, build, evaluate_gates, parse_gate, validate
+from derivaudit.scan import read_jsonl
+
+runner = CliRunner()
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, request):
+    """Scan the hostile fixture (2 conversations) plus 4 ordinary writes, then replay it."""
+    tmp = tmp_path_factory.mktemp("report")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DERIVAUDIT_CACHE", str(tmp / "cache.sqlite"))
+    request.addfinalizer(mp.undo)
+    r = runner.invoke(app, ["scan", str(FIX / "hostile.jsonl"), str(FIX / "memories.jsonl"), "-o", str(tmp / "run"),
+                            "--limit", "8"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["replay", str(tmp / "run"), "--view", "holistic,obligation", "--evidence", "both",
+                            "--noise", "0,2", "--point", "argmax"])
+    assert r.exit_code == 0, r.output
+    return tmp / "run"
+
+
+def report_cli(*args: str):
+    return runner.invoke(app, ["report", *args])
+
+
+@pytest.mark.slow
+def test_json_validates_and_stdout_is_pure_json(run):
+    r = report_cli(str(run), "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)  # nothing but JSON on stdout
+    validate(doc)
+    assert doc["schema_version"] == 1 and doc["run"]["writes"] == 8
+    assert doc["run"]["conversations"] == len({x["conversation_id"] for x in read_jsonl(run / "labels.jsonl")}) >= 2
+    assert set(doc["replay"]["settings"]) == {"holistic/citation_only", "holistic/expanded",
+                                              "obligation/citation_only", "obligation/expanded"}
+    assert doc["run"]["annotators"]["A"]["model"]["model"].startswith("SmolLM2")
+    assert doc["run"]["replay_model"]["model"].startswith("SmolLM2")
+    assert doc["run"]["input_sha"] and doc["generated_at"]
+    for m in doc["scope"].values():
+        lo, hi = m["balanced_ci"]
+        if m["balanced"] is not None and lo is not None:
+            assert lo <= hi
+    # the JSON's metrics agree with the scope and replay tables
+    assert doc["metrics"]["expanded_supported"] == doc["scope"]["expanded_supported"]["balanced"]
+    assert doc["metrics"]["unsupported_admitted"] == doc["replay"]["settings"]["obligation/expanded"][
+        "unsupported_admitted"]
+
+
+@pytest.mark.slow
+def test_same_run_same_numbers(run):
+    a, b = build(run), build(run)
+    for x in (a, b):
+        x.pop("generated_at")
+    assert a == b
+    c = build(run, seed=1)
+    assert c["scope"]["ambiguous"]["balanced"] == a["scope"]["ambiguous"]["balanced"]
+
+
+@pytest.mark.slow
+def test_gates_exit_codes(run):
+    doc = build(run)
+    value = doc["metrics"]["ambiguous"]
+    assert report_cli(str(run), "--format", "json", "--fail-if", f"ambiguous>{value + 0.01}").exit_code == 0
+    r = report_cli(str(run), "--format", "json", "--fail-if", f"ambiguous>={value}")
+    assert r.exit_code == 1
+    out = json.loads(r.stdout)  # the report is still written, gates included
+    assert out["gates"][0]["failed"] is True and out["gates"][0]["value"] == value
+    # percent form, several gates: one failing is enough
+    r = report_cli(str(run), "--fail-if", "writes<1", "--fail-if", f"ambiguous>={100 * value}%")
+    assert r.exit_code == 1
+    assert report_cli(str(run), "--fail-if", "writes<1").exit_code == 0
+    # per-setting names
+    assert report_cli(str(run), "--format", "json", "--fail-if", "unsupported_admitted@holistic/expanded>1"
+                      ).exit_code == 0
+    # usage errors: unknown metric, malformed expression, unknown setting, missing run
+    for bad in ("nonsense>1", "ambiguous >> 1", "ambiguous>", "valid_kept@atomic/expanded<0.5"):
+        r = report_cli(str(run), "--format", "json", "--fail-if", bad)
+        assert r.exit_code == 2, bad
+        assert r.stdout == "", bad
+    assert report_cli(str(run.parent / "nope")).exit_code == 2
+
+
+def test_gate_parsing_and_missing_values():
+    assert parse_gate("unsupported_admitted>0.25") == ("unsupported_admitted", ">", 0.25)
+    assert parse_gate(" expanded_supported < 70% ") == ("expanded_supported", "<", 0.7)
+    assert parse_gate("auc@holistic/expanded<=0.6") == ("auc@holistic/expanded", "<=", 0.6)
+    assert parse_gate("unsupported.weighted!=0") == ("unsupported.weighted", "!=", 0.0)
+    with pytest.raises(ReportError):
+        parse_gate("rm -rf>1")
+    doc = {"metrics": {"unsupported_admitted": None, "writes": 3.0}}
+    g = evaluate_gates(doc, ["unsupported_admitted>0.25", "writes<1"])
+    assert g[0]["failed"] and g[0]["why"] == "no value in this run"  # no evidence never passes a gate
+    assert not g[1]["failed"]
+    with pytest.raises(ReportError, match="replay"):
+        evaluate_gates({"metrics": {"writes": 3.0}}, ["valid_kept<0.5"])
+
+
+@pytest.mark.slow
+def test_hostile_text_is_inert(run, tmp_path):
+    # table: rich markup is printed literally
+    r = report_cli(str(run))
+    assert r.exit_code == 0
+    flagged_texts = [x["text"] for x in read_jsonl(run / "labels.jsonl")
+                     if x["expanded_label"] in ("unsupported", "contradicted") and not x["unresolved"]]
+    for text in flagged_texts[:10]:
+        assert " ".join(text.split()) in r.stdout
+    # CSV (report and export): no cell starts a formula
+    r = report_cli(str(run), "--format", "csv")
+    assert r.exit_code == 0
+    for row in csv.reader(io.StringIO(r.stdout)):
+        assert not any(c.startswith(("=", "+", "-", "@")) for c in row)
+    assert runner.invoke(app, ["export", str(run), str(tmp_path / "l.csv")]).exit_code == 0
+    cells = [c for row in csv.reader((tmp_path / "l.csv").open()) for c in row]
+    assert "'=HYPERLINK(\"http://example.invalid\",\"Robin volunteers at a shelter\")" in cells
+    assert any(c.startswith("'@SUM(1+1)") for c in cells) and any(c.startswith("'-Kim saved") for c in cells)
+    assert not any(c.startswith(("=", "+", "-", "@")) for c in cells)
+    # Markdown: no raw HTML
+    md = report_cli(str(run), "--format", "md").stdout
+    assert "<script" not in md and "<img" not in md
+    # JUnit: well-formed XML whatever the text
+    j = report_cli(str(run), "--format", "junit").stdout
+    root = ET.fromstring(j)
+    cases = root.findall(".//testcase")
+    assert len(cases) == 8
+    fails = {c.get("name") for c in cases if c.find("failure") is not None}
+    assert fails == {x["write_id"] for x in read_jsonl(run / "labels.jsonl")
+                     if x["expanded_label"] in ("unsupported", "contradicted") and not x["unresolved"]}
+    # HTML: no memory or passage text appears as markup; it travels compressed and is set as text
+    html = report_cli(str(run), "--format", "html").stdout
+    assert "<script>alert" not in html and "<img src=x" not in html and "[bold]Robin" not in html
+    assert html.count("<script") == 2  # the data block and the page's own script
+
+
+@pytest.mark.slow
+def test_baseline_change_and_gate(run, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(run, other)
+    labels = read_jsonl(other / "labels.jsonl")
+    for x in labels:  # a worse memory writer: every write now unsupported after expansion
+        x["expanded_label"] = "unsupported"
+        x["unresolved"] = False
+        x["search_limited"] = False
+    (other / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+    r = report_cli(str(other), "--baseline", str(run), "--format", "json", "--fail-if", "unsupported>0.5")
+    doc = json.loads(r.stdout)
+    validate(doc)
+    base = build(run)["metrics"]["unsupported"]
+    assert doc["change"]["unsupported"] == pytest.approx(1.0 - base)
+    assert r.exit_code == (1 if 1.0 - base > 0.5 else 0)
+    assert doc["gates"][0]["on"] == "change"
+    r = report_cli(str(run), "--baseline", str(run), "--format", "json", "--fail-if", "unsupported!=0")
+    assert r.exit_code == 0 and json.loads(r.stdout)["change"]["unsupported"] == 0
+
+
+@pytest.mark.slow
+def test_report_without_replay_and_bad_runs(run, tmp_path):
+    bare = tmp_path / "bare"
+    shutil.copytree(run, bare)
+    for name in ("replay.json", "replay_scores.jsonl"):
+        (bare / name).unlink()
+    r = report_cli(str(bare), "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["replay"] is None
+    assert report_cli(str(bare), "--fail-if", "unsupported_admitted>0.2").exit_code == 2
+    assert report_cli(str(bare), "--format", "html", "-o", str(tmp_path / "r.html")).exit_code == 0
+    (bare / "scope.json").write_text("{not json")
+    r = report_cli(str(bare))
+    assert r.exit_code == 2 and "scope.json" in r.output
+    (bare / "labels.jsonl").unlink()
+    r = report_cli(str(bare))
+    assert r.exit_code == 2 and "labels.jsonl is missing" in r.output
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (make browser installs it)")
+def test_html_in_headless_chromium(run, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    out = tmp_path / "report.html"
+    r = report_cli(str(run), "--format", "html", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    shots = Path(__file__).resolve().parent.parent / "test-artifacts"
+    shots.mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning")
+                else None)
+        page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+        page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+        page.on("request", lambda q: problems.append(f"request: {q.url}") if not q.url.startswith(("file:", "data:"))
+                else None)
+        page.goto(out.as_uri())
+        page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+        # plots rendered: inline SVGs with drawn paths and a real size
+        for fid in ("plot-dist", "plot-roc", "plot-conv", "plot-noise"):
+            box = page.locator(f"#{fid} svg").bounding_box()
+            assert box and box["width"] > 100 and box["height"] > 100, fid
+            assert page.locator(f"#{fid} svg path").count() > 5, fid
+        rows = page.locator("#writes tbody tr")
+        assert rows.count() == 8
+        # drill-down of the hostile memory: opens, shows the text literally, marks passages
+        page.fill("#q", "markup-1")
+        assert rows.count() == 1
+        rows.first.click()
+        drill = page.locator("#drill")
+        assert drill.is_visible()
+        text = drill.inner_text()
+        assert "[bold]Robin[/bold] has a cat named Miso <script>alert(1)</script> who eats tuna." in text
+        assert "Citation-only view" in text and "Expanded-history view" in text
+        assert page.locator("#drill li.cited").count() >= 2
+        assert page.locator("#drill b, #drill img, #drill script").count() == 0
+        assert page.title() == "derivaudit report"  # the <script> in passage text never ran
+        page.screenshot(path=str(shots / "report.png"), full_page=True)
+        browser.close()
+    assert problems == []
+    assert (shots / "report.png").stat().st_size > 10_000
