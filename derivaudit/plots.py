@@ -150,6 +150,8 @@ def noise_curve(noise: dict[str, Any]) -> str:
              label="admitted at log-odds > 0")
     ax2.set_ylim(0, 1.02)
     ax2.set_ylabel("admitted")
+    if not noise.get("writes"):
+        ax.text(0.5, 0.5, "no supported memory to probe", ha="center", va="center", transform=ax.transAxes, fontsize=8)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, fontsize=7, frameon=False, loc="lower left")

@@ -119,28 +119,47 @@ def _balanced(rows: Sequence[dict[str, Any]], truth: bool) -> float | None:
     return sum(rates) / len(rates) if rates else None
 
 
-def bootstrap(rows: Sequence[dict[str, Any]], stat: Callable[[Sequence[dict[str, Any]]], float | None],
-              reps: int = 1000, seed: int = 0) -> tuple[float | None, float | None]:
-    """95% interval of `stat` by resampling conversations with replacement (fixed seed)."""
-    by_conv: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_conv.setdefault(r["conversation_id"], []).append(r)
-    convs = sorted(by_conv)
+def _interval(vals: Any) -> tuple[float | None, float | None]:
+    """The 2.5th and 97.5th order statistics of the defined bootstrap values."""
+    import numpy as np
+
+    vals = np.sort(vals[~np.isnan(vals)])
+    if not len(vals):
+        return (None, None)
+    return (float(vals[int(0.025 * (len(vals) - 1))]), float(vals[int(0.975 * (len(vals) - 1))]))
+
+
+def _balanced_draws(sides: Sequence[Sequence[dict[str, Any]]], truth: bool, reps: int, seed: int) -> list[Any] | None:
+    """Balanced rates of each side of rows over `reps` resamples of conversations with replacement
+    (one draw shared by all sides, each drawn copy of a conversation counting as its own). Arrays;
+    NaN where a resample has no conversation with such rows. None with fewer than 2 conversations."""
+    import numpy as np
+
+    convs = sorted({r["conversation_id"] for rows in sides for r in rows})
     if len(convs) < 2:
-        return (None, None)
-    rng = random.Random(seed)
-    vals = []
-    for _ in range(reps):
-        sample: list[dict[str, Any]] = []
-        for i, c in enumerate(rng.choices(convs, k=len(convs))):
-            sample.extend({**r, "conversation_id": f"{c}#{i}"} for r in by_conv[c])
-        v = stat(sample)
-        if v is not None:
-            vals.append(v)
-    if not vals:
-        return (None, None)
-    vals.sort()
-    return (vals[int(0.025 * (len(vals) - 1))], vals[int(0.975 * (len(vals) - 1))])
+        return None
+    ix = {c: i for i, c in enumerate(convs)}
+    draws = np.random.default_rng(seed).integers(0, len(convs), size=(reps, len(convs)))
+    out = []
+    for rows in sides:
+        hits, n = np.zeros(len(convs)), np.zeros(len(convs))
+        for r in rows:
+            if r["truth"] is truth and r["decision"] is not None:
+                hits[ix[r["conversation_id"]]] += bool(r["decision"])
+                n[ix[r["conversation_id"]]] += 1
+        rate = np.where(n > 0, hits / np.maximum(n, 1), 0.0)[draws]
+        counted = (n > 0)[draws].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append(np.where(counted > 0, rate.sum(axis=1) / counted, np.nan))
+    return out
+
+
+def bootstrap_rate(rows: Sequence[dict[str, Any]], truth: bool, reps: int = 1000, seed: int = 0
+                   ) -> tuple[float | None, float | None]:
+    """95% interval of a balanced admission rate by resampling conversations (fixed seed); numpy, so a
+    10,000-write replay takes milliseconds here."""
+    d = _balanced_draws([rows], truth, reps, seed)
+    return (None, None) if d is None else _interval(d[0])
 
 
 def setting_metrics(rows: Sequence[dict[str, Any]], reps: int = 1000) -> dict[str, Any]:
@@ -152,9 +171,9 @@ def setting_metrics(rows: Sequence[dict[str, Any]], reps: int = 1000) -> dict[st
     repaired = [r for r in rows if r.get("repaired") and r["decision"] is not None]
     thresholds = sorted({r["threshold"] for r in scored if r["threshold"] is not None})
     return {
-        "valid_kept": kept, "valid_kept_ci": bootstrap(scored, lambda rs: _balanced(rs, True), reps),
+        "valid_kept": kept, "valid_kept_ci": bootstrap_rate(scored, True, reps),
         "unsupported_admitted": admitted,
-        "unsupported_admitted_ci": bootstrap(scored, lambda rs: _balanced(rs, False), reps),
+        "unsupported_admitted_ci": bootstrap_rate(scored, False, reps),
         "realised_fpr": admitted, "n_pos": len(pos), "n_neg": len(neg),
         "excluded": {k: sum(r["excluded"] == k for r in rows) for k in ("ambiguous", "unresolved")},
         "scoring_errors": sum(r["score"] is None and r["truth"] is not None for r in rows),
@@ -169,15 +188,12 @@ def paired_difference(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], 
     """Difference (b - a) of a balanced admission rate between two settings on the same writes,
     with a cluster-bootstrap 95% interval (the same resampled conversations for both)."""
     key = {r["write_id"] for r in a if r["truth"] is truth} & {r["write_id"] for r in b if r["truth"] is truth}
-    both = [{**r, "_side": side} for side, rows in (("a", a), ("b", b)) for r in rows if r["write_id"] in key]
-
-    def diff(rows: Sequence[dict[str, Any]]) -> float | None:
-        va = _balanced([r for r in rows if r["_side"] == "a"], truth)
-        vb = _balanced([r for r in rows if r["_side"] == "b"], truth)
-        return None if va is None or vb is None else vb - va
-
-    d = diff(both)
-    ci = bootstrap(both, diff, reps, seed) if d is not None else (None, None)
+    ra = [r for r in a if r["write_id"] in key]
+    rb = [r for r in b if r["write_id"] in key]
+    va, vb = _balanced(ra, truth), _balanced(rb, truth)
+    d = None if va is None or vb is None else vb - va
+    draws = _balanced_draws([ra, rb], truth, reps, seed) if d is not None else None
+    ci = (None, None) if draws is None else _interval(draws[1] - draws[0])
     return {"difference": d, "ci": ci, "n": len(key)}
 
 

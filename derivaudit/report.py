@@ -172,8 +172,9 @@ def flat_metrics(report: dict[str, Any]) -> dict[str, float | None]:
     for key, s in settings.items():
         for name in ("unsupported_admitted", "valid_kept", "auc"):
             m[f"{name}@{key}"] = _num(s.get(name))
-    for name in ("unsupported_admitted", "valid_kept", "auc"):
-        m[name] = m.get(f"{name}@{gate}") if gate else None
+    if gate:
+        for name in ("unsupported_admitted", "valid_kept", "auc"):
+            m[name] = m[f"{name}@{gate}"]
     ag = report.get("agreement", {})
     m["kappa_label"] = _num(ag.get("label", {}).get("kappa"))
     m["agreement_label"] = _num(ag.get("label", {}).get("agreement"))

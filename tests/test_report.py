@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -86,7 +87,7 @@ def test_gates_exit_codes(run):
     out = json.loads(r.stdout)  # the report is still written, gates included
     assert out["gates"][0]["failed"] is True and out["gates"][0]["value"] == value
     # percent form, several gates: one failing is enough
-    r = report_cli(str(run), "--fail-if", "writes<1", "--fail-if", f"ambiguous>={100 * value}%")
+    r = report_cli(str(run), "--fail-if", "writes<1", "--fail-if", f"ambiguous>={math.floor(100 * value)}%")
     assert r.exit_code == 1
     assert report_cli(str(run), "--fail-if", "writes<1").exit_code == 0
     # per-setting names
