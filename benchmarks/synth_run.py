@@ -20,7 +20,9 @@ from derivaudit.io import write_jsonl  # noqa: E402
 from derivaudit.replay import decide, setting_metrics  # noqa: E402
 from derivaudit.stats import SCOPE_HELP, rates  # noqa: E402
 
-WORDS = tuple(["the", "a", "went", "to", "with", "her", "his", "new", "job", "city", "trip", "cat", "dog", "plan", "school", "friend", "support", "group", "painting", "camping", "museum", "book", "family", "weekend", "because", "after", "before", "moved", "started", "joined", "loves", "wants"])
+WORDS = ("the", "a", "went", "to", "with", "her", "his", "new", "job", "city", "trip", "cat", "dog", "plan",
+         "school", "friend", "support", "group", "painting", "camping", "museum", "book", "family", "weekend",
+         "because", "after", "before", "moved", "started", "joined", "loves", "wants")
 SETTINGS = [("holistic", "citation_only")] + [(v, "expanded") for v in
                                               ("holistic", "atomic", "residual", "composition", "compact",
                                                "obligation", "qa", "qa_each")]
