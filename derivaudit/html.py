@@ -30,7 +30,16 @@ def _prims(p: dict[str, Any] | None) -> list[Any] | None:
     return [int(p["d"]), int(p["e"]), int(p["r"]), p["e_subset"], p["r_subset"]]
 
 
-def drilldown_data(run: Path) -> dict[str, Any]:
+def _r3(x: Any) -> float | None:
+    """Scores to 3 decimals: enough to read, and random digits would not compress."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return round(v, 3) if v == v and abs(v) != float("inf") else None
+
+
+def drilldown_data(run: Path, score_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Compact per-write data: turns stored once per conversation, obligations with the primitives
     of A, B and the adjudicator per view, passages per view, and each replayed setting's score."""
     labels = read_jsonl(run / "labels.jsonl")
@@ -41,10 +50,14 @@ def drilldown_data(run: Path) -> dict[str, Any]:
     if (run / "primitives.jsonl").exists():
         for p in read_jsonl(run / "primitives.jsonl"):
             prims[(p["obligation_id"], p["view"])] = p
-    scores: dict[str, dict[str, list[Any]]] = {}
-    if (run / "replay_scores.jsonl").exists():
-        for s in read_jsonl(run / "replay_scores.jsonl"):
-            scores.setdefault(s["write_id"], {})[s["setting"]] = [_num(s["score"]), s["decision"], _num(s["threshold"])]
+    if score_rows is None:
+        score_rows = read_jsonl(run / "replay_scores.jsonl") if (run / "replay_scores.jsonl").exists() else []
+    settings = list(dict.fromkeys(s["setting"] for s in score_rows))
+    col = {k: i for i, k in enumerate(settings)}
+    scores: dict[str, list[Any]] = {}
+    for s in score_rows:
+        row = scores.setdefault(s["write_id"], [None] * len(settings))
+        row[col[s["setting"]]] = [_r3(s["score"]), s["decision"], _r3(s["threshold"])]
     turns: dict[str, dict[str, list[Any]]] = {}
     writes = []
     for r in labels:
@@ -65,18 +78,18 @@ def drilldown_data(run: Path) -> dict[str, Any]:
                 p = prims.get((o["obligation_id"], view))
                 if p:
                     per_view[short] = [p["label"], _prims(p["A"]), _prims(p["B"]), _prims(p["adjudicator"])]
-            ob.append([o["obligation_id"], o["kind"] + (f" ({o['subtype']})" if o.get("subtype") else ""),
-                       o["text"], per_view])
+            kind = o["kind"] + (f" ({o['subtype']})" if o.get("subtype") else "")
+            ob.append([o["obligation_id"].removeprefix(wid), kind, o["text"], per_view])
         flags = [name for name in ("provenance_repaired", "unresolved", "multi_passage", "search_limited")
                  if r.get(name)]
         writes.append({"id": wid, "c": conv, "t": r["text"], "cl": r["citation_label"], "el": r["expanded_label"],
                        "f": flags, "cit": r.get("citations", []), "d": r.get("decomposition"), "p": passages,
-                       "o": ob, "s": scores.get(wid, {})})
-    return {"turns": turns, "writes": writes}
+                       "o": ob, "s": scores.get(wid, [])})
+    return {"turns": turns, "writes": writes, "settings": settings}
 
 
 def pack(data: Any) -> str:
-    return base64.b64encode(gzip.compress(orjson.dumps(data), compresslevel=9, mtime=0)).decode("ascii")
+    return base64.b64encode(gzip.compress(orjson.dumps(data), compresslevel=6, mtime=0)).decode("ascii")
 
 
 def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
@@ -98,9 +111,9 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
     r = report["run"]
     rp = report.get("replay") or {}
     rows_by_setting: dict[str, list[dict[str, Any]]] = {}
-    if (run / "replay_scores.jsonl").exists():
-        for s in read_jsonl(run / "replay_scores.jsonl"):
-            rows_by_setting.setdefault(s["setting"], []).append(s)
+    score_rows = read_jsonl(run / "replay_scores.jsonl") if (run / "replay_scores.jsonl").exists() else []
+    for s in score_rows:
+        rows_by_setting.setdefault(s["setting"], []).append(s)
     figs = []
     if rows_by_setting:
         figs.append(("Log-odds by reference label, per view", "plot-dist", plots.distributions(rows_by_setting)))
@@ -164,7 +177,7 @@ conversations; write-weighted beside it.</p>
 <div id=pager></div>
 <section id=drill hidden></section>
 """
-    return _PAGE.replace("%BODY%", body).replace("%DATA%", pack(drilldown_data(run)))
+    return _PAGE.replace("%BODY%", body).replace("%DATA%", pack(drilldown_data(run, score_rows)))
 
 
 _PAGE = """<!doctype html>
@@ -237,12 +250,12 @@ function open(w) {
   const info = el("p"); info.append("citation-only: ", lab(w.cl), "  expanded: ", lab(w.el),
     "  decomposition: " + (w.d || "—") + (w.f.length ? "  flags: " + w.f.join(", ") : ""));
   d.append(info);
-  const settings = Object.keys(w.s);
+  const settings = DATA.settings.map((k, i) => [k, w.s[i]]).filter(x => x[1]);
   if (settings.length) {
     const t = el("table"); const h = el("tr");
     for (const x of ["view / evidence", "log-odds", "threshold", "decision"]) h.append(el("th", x));
     t.append(h);
-    for (const k of settings) { const [s, dec, th] = w.s[k]; const r = el("tr");
+    for (const [k, [s, dec, th]] of settings) { const r = el("tr");
       r.append(el("td", k), el("td", s === null ? "error" : s.toFixed(3)), el("td", th === null ? "—" : th.toFixed(3)),
                el("td", dec === null ? "—" : (dec ? "admit" : "reject"))); t.append(r); }
     d.append(el("h4", "Verification views"), t);
@@ -253,7 +266,7 @@ function open(w) {
   const implied = {co: new Set(), ex: new Set()};
   for (const [oid, kind, text, per] of w.o) for (const v of ["co", "ex"]) if (per[v]) {
     const [label, A, B, J] = per[v]; const r = el("tr");
-    r.append(el("td", oid + ": " + text), el("td", kind), el("td", v === "co" ? "citation-only" : "expanded"));
+    r.append(el("td", w.id + oid + ": " + text), el("td", kind), el("td", v === "co" ? "citation-only" : "expanded"));
     const c = el("td"); c.append(lab(label)); r.append(c, el("td", prim(A)), el("td", prim(B)), el("td", prim(J)));
     ot.append(r);
     const fin = J || A; if (fin) for (const n of fin[3]) implied[v].add(n);

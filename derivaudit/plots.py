@@ -68,7 +68,7 @@ def distributions(rows_by_setting: dict[str, list[dict[str, Any]]]) -> str:
     return _svg(fig)
 
 
-def roc_points(pos: Sequence[float], neg: Sequence[float]) -> tuple[list[float], list[float]]:
+def roc_points(pos: Sequence[float], neg: Sequence[float], max_points: int = 400) -> tuple[list[float], list[float]]:
     """(false-positive rates, true-positive rates) over every threshold, ties taken together."""
     scored = sorted([(s, 1) for s in pos] + [(s, 0) for s in neg], key=lambda t: -t[0])
     fpr, tpr = [0.0], [0.0]
@@ -83,6 +83,14 @@ def roc_points(pos: Sequence[float], neg: Sequence[float]) -> tuple[list[float],
         fpr.append(fp / len(neg))
         tpr.append(tp / len(pos))
         i = j
+    if len(fpr) > 2 * max_points:  # thin a long curve to a grid of steps; its shape is unchanged at plot size
+        keep, last = [0], (0.0, 0.0)
+        for k in range(1, len(fpr) - 1):
+            if abs(fpr[k] - last[0]) >= 1 / max_points or abs(tpr[k] - last[1]) >= 1 / max_points:
+                keep.append(k)
+                last = (fpr[k], tpr[k])
+        keep.append(len(fpr) - 1)
+        fpr, tpr = [fpr[k] for k in keep], [tpr[k] for k in keep]
     return fpr, tpr
 
 
