@@ -33,7 +33,8 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="rich",
 )
-out = Console(highlight=False, soft_wrap=True)
+# Piped or redirected tables (CI logs, files) get a wide fixed width instead of 80 columns, so no cell is cut.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT = 0, 1, 2
