@@ -104,10 +104,14 @@ def near_binary(scores: Sequence[float]) -> bool:
 
 def auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
     """Probability that a random valid memory outscores a random unsupported one (ties count half)."""
+    import numpy as np
+
     if not pos or not neg:
         return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
+    ns = np.sort(np.asarray(neg, dtype=float))
+    ps = np.asarray(pos, dtype=float)
+    below, upto = np.searchsorted(ns, ps, "left"), np.searchsorted(ns, ps, "right")
+    return float((below + 0.5 * (upto - below)).sum() / (len(pos) * len(neg)))
 
 
 def _balanced(rows: Sequence[dict[str, Any]], truth: bool) -> float | None:
