@@ -682,7 +682,7 @@ class ReportFmt(StrEnum):
 
 
 def print_report(report: dict[str, Any], top: int = 10) -> None:
-    from .report import flagged
+    from .report import change_rows, flagged
 
     r = report["run"]
     out.print(f"[bold]derivaudit report[/bold] — {r['writes']} writes, {r['conversations']} conversations, "
@@ -704,13 +704,8 @@ def print_report(report: dict[str, Any], top: int = 10) -> None:
                   title_justify="left")
         for col in ("metric", "baseline", "this run", "change"):
             c.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
-        base = report["baseline"]["metrics"]
-        for k, d in report["change"].items():
-            if "@" in k or k.endswith(".weighted"):
-                continue
-            c.add_row(k, "–" if base.get(k) is None else f"{base[k]:.4g}",
-                      "–" if report["metrics"].get(k) is None else f"{report['metrics'][k]:.4g}",
-                      "–" if d is None else f"{d:+.4g}")
+        for row in change_rows(report, dash="–"):
+            c.add_row(*row)
         out.print(c)
     bad = flagged(Path(r["path"]))
     if bad:

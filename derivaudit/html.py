@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from . import plots
-from .report import _ci, _num, gate_setting, pct
+from .report import _ci, _num, change_rows, gate_setting, pct
 from .scan import read_jsonl
 
 VIEW_KEYS = {"citation_only": "co", "expanded": "ex"}
@@ -147,13 +147,8 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
                  ["generated", report["generated_at"]]]
     change = ""
     if "change" in report:
-        base = report["baseline"]["metrics"]
-        ch_rows = [[k, "—" if base.get(k) is None else f"{base[k]:.4g}",
-                    "—" if report["metrics"].get(k) is None else f"{report['metrics'][k]:.4g}",
-                    "—" if d is None else f"{d:+.4g}"]
-                   for k, d in report["change"].items() if "@" not in k and not k.endswith(".weighted")]
         change = (f"<h2>Change against the baseline</h2><p>baseline: {escape(report['baseline']['run']['path'])}</p>"
-                  + _table(["metric", "baseline", "this run", "change"], ch_rows))
+                  + _table(["metric", "baseline", "this run", "change"], change_rows(report)))
     body = f"""
 <header><h1>derivaudit report</h1>{_table(["", ""], meta_rows, "meta")}</header>
 {_gates(gates or [])}

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import templates
 from .models.base import Backend, Prompt, Score
+from .stats import balanced_resamples, conversation_draws, percentile_interval
 from .views import Memory, View, evidence_block, get_view
 
 CANONICAL = {
@@ -123,27 +124,17 @@ def _balanced(rows: Sequence[dict[str, Any]], truth: bool) -> float | None:
     return sum(rates) / len(rates) if rates else None
 
 
-def _interval(vals: Any) -> tuple[float | None, float | None]:
-    """The 2.5th and 97.5th order statistics of the defined bootstrap values."""
-    import numpy as np
-
-    vals = np.sort(vals[~np.isnan(vals)])
-    if not len(vals):
-        return (None, None)
-    return (float(vals[int(0.025 * (len(vals) - 1))]), float(vals[int(0.975 * (len(vals) - 1))]))
-
-
 def _balanced_draws(sides: Sequence[Sequence[dict[str, Any]]], truth: bool, reps: int, seed: int) -> list[Any] | None:
     """Balanced rates of each side of rows over `reps` resamples of conversations with replacement
-    (one draw shared by all sides, each drawn copy of a conversation counting as its own). Arrays;
-    NaN where a resample has no conversation with such rows. None with fewer than 2 conversations."""
+    (one draw shared by all sides). Arrays; NaN where a resample has no conversation with such rows.
+    None with fewer than 2 conversations."""
     import numpy as np
 
     convs = sorted({r["conversation_id"] for rows in sides for r in rows})
     if len(convs) < 2:
         return None
     ix = {c: i for i, c in enumerate(convs)}
-    draws = np.random.default_rng(seed).integers(0, len(convs), size=(reps, len(convs)))
+    draws = conversation_draws(len(convs), reps, seed)
     out = []
     for rows in sides:
         hits, n = np.zeros(len(convs)), np.zeros(len(convs))
@@ -151,10 +142,7 @@ def _balanced_draws(sides: Sequence[Sequence[dict[str, Any]]], truth: bool, reps
             if r["truth"] is truth and r["decision"] is not None:
                 hits[ix[r["conversation_id"]]] += bool(r["decision"])
                 n[ix[r["conversation_id"]]] += 1
-        rate = np.where(n > 0, hits / np.maximum(n, 1), 0.0)[draws]
-        counted = (n > 0)[draws].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out.append(np.where(counted > 0, rate.sum(axis=1) / counted, np.nan))
+        out.append(balanced_resamples(hits, n, draws))
     return out
 
 
@@ -163,7 +151,7 @@ def bootstrap_rate(rows: Sequence[dict[str, Any]], truth: bool, reps: int = 1000
     """95% interval of a balanced admission rate by resampling conversations (fixed seed); numpy, so a
     10,000-write replay takes milliseconds here."""
     d = _balanced_draws([rows], truth, reps, seed)
-    return (None, None) if d is None else _interval(d[0])
+    return (None, None) if d is None else percentile_interval(d[0])
 
 
 def setting_metrics(rows: Sequence[dict[str, Any]], reps: int = 1000) -> dict[str, Any]:
@@ -197,7 +185,7 @@ def paired_difference(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], 
     va, vb = _balanced(ra, truth), _balanced(rb, truth)
     d = None if va is None or vb is None else vb - va
     draws = _balanced_draws([ra, rb], truth, reps, seed) if d is not None else None
-    ci = (None, None) if draws is None else _interval(draws[1] - draws[0])
+    ci = (None, None) if draws is None else percentile_interval(draws[1] - draws[0])
     return {"difference": d, "ci": ci, "n": len(key)}
 
 

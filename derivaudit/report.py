@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import operator
 import re
 from collections.abc import Callable, Sequence
@@ -22,7 +21,7 @@ import orjson
 from . import __version__
 from .export import neutralise
 from .scan import load_meta, read_jsonl
-from .stats import SCOPE_HELP, SCOPE_METRICS, cluster_bootstrap_ci, rates
+from .stats import SCOPE_HELP, cluster_bootstrap_ci, group_counts, rates
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).parent / "schemas" / "report.v1.schema.json"
@@ -128,19 +127,10 @@ def _run_meta(run: Path, meta: dict[str, Any], labels: Sequence[dict[str, Any]])
 
 
 def _per_conversation(labeled: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    import polars as pl
-
-    if not labeled:
-        return []
-    df = pl.DataFrame(labeled).with_columns(
-        *[(num & den).cast(pl.Float64).alias(f"{k}__hit") for k, (num, den) in SCOPE_METRICS.items()],
-        *[den.cast(pl.Float64).alias(f"{k}__den") for k, (_, den) in SCOPE_METRICS.items()])
-    per = (df.group_by("conversation_id")
-           .agg(pl.len().alias("writes"),
-                *[(pl.col(f"{k}__hit").sum() / pl.col(f"{k}__den").sum()).alias(k) for k in SCOPE_METRICS])
-           .sort("conversation_id"))
-    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
-            for r in per.to_dicts()]
+    groups, sizes, counts = group_counts(labeled)
+    return [{"conversation_id": g, "writes": size,
+             **{k: (float(hits[i] / n[i]) if n[i] > 0 else None) for k, (hits, n) in counts.items()}}
+            for i, (g, size) in enumerate(zip(groups, sizes, strict=True))]
 
 
 def gate_setting(report: dict[str, Any]) -> str | None:
@@ -341,12 +331,7 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
     if "change" in report:
         lines += ["", "### Change against the baseline", "", "| metric | baseline | this run | change |",
                   "|---|---:|---:|---:|"]
-        base = report["baseline"]["metrics"]
-        for k, d in report["change"].items():
-            if "@" in k or k.endswith(".weighted"):
-                continue
-            lines.append(f"| {k} | {_fmt(base.get(k))} | {_fmt(report['metrics'].get(k))} | "
-                         f"{'—' if d is None else f'{d:+.4g}'} |")
+        lines += [f"| {' | '.join(row)} |" for row in change_rows(report)]
     ag = report.get("agreement", {})
     if ag:
         lines += ["", "### Annotators", "", "| primitive | agreement | Cohen's κ |", "|---|---:|---:|"]
@@ -368,8 +353,16 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
     return "\n".join(lines) + "\n"
 
 
-def _fmt(x: Any) -> str:
-    return "—" if x is None else f"{x:.4g}"
+def _fmt(x: Any, dash: str = "—", sign: str = "") -> str:
+    return dash if x is None else f"{x:{sign}.4g}"
+
+
+def change_rows(report: dict[str, Any], dash: str = "—") -> list[list[str]]:
+    """[metric, baseline, this run, change] for the headline metrics (no per-setting or weighted
+    variants), formatted once for every renderer."""
+    base, cur = report["baseline"]["metrics"], report["metrics"]
+    return [[k, _fmt(base.get(k), dash), _fmt(cur.get(k), dash), _fmt(d, dash, "+")]
+            for k, d in report["change"].items() if "@" not in k and not k.endswith(".weighted")]
 
 
 # ---------------------------------------------------------------- JUnit

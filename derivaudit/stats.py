@@ -31,25 +31,66 @@ SCOPE_HELP = {
 }
 
 
+def group_counts(rows: Sequence[dict[str, Any]], metrics: dict[str, tuple[pl.Expr, pl.Expr]] = SCOPE_METRICS,
+                 group: str = "conversation_id") -> tuple[list[Any], list[int], dict[str, tuple[Any, Any]]]:
+    """Per group (sorted): the number of rows, and for each metric the numerator and denominator
+    counts as numpy arrays. Every rate, interval and per-conversation table is computed from these."""
+    df = pl.DataFrame(rows)
+    if not len(df):
+        return [], [], {}
+    per = (df.with_columns(*[(num & den).cast(pl.Float64).alias(f"{k}__hit") for k, (num, den) in metrics.items()],
+                           *[den.cast(pl.Float64).alias(f"{k}__den") for k, (_, den) in metrics.items()])
+           .group_by(group).agg(pl.len().alias("__rows"), pl.col("^.*__(hit|den)$").sum()).sort(group))
+    return (per[group].to_list(), per["__rows"].to_list(),
+            {k: (per[f"{k}__hit"].to_numpy(), per[f"{k}__den"].to_numpy()) for k in metrics})
+
+
 def rates(rows: Sequence[dict[str, Any]], metrics: dict[str, tuple[pl.Expr, pl.Expr]] = SCOPE_METRICS,
           group: str = "conversation_id") -> dict[str, dict[str, Any]]:
     """For each metric: conversation-balanced and write-weighted rates, their difference, and the
     number of writes and conversations in the denominator."""
-    df = pl.DataFrame(rows)
+    _, _, counts = group_counts(rows, metrics, group)
     out: dict[str, dict[str, Any]] = {}
-    for name, (num, den) in metrics.items():
-        sub = df.filter(den) if len(df) else df
-        if len(sub) == 0:
+    for name in metrics:
+        hits, n = counts.get(name, ((), ()))
+        has = [(h, d) for h, d in zip(hits, n, strict=True) if d > 0]
+        if not has:
             out[name] = {"balanced": None, "weighted": None, "difference": None, "n_writes": 0,
                          "n_conversations": 0}
             continue
-        sub = sub.with_columns(num.cast(pl.Float64).alias("_hit"))
-        per = sub.group_by(group).agg(pl.col("_hit").mean().alias("rate"))
-        balanced = float(per["rate"].mean())
-        weighted = float(sub["_hit"].mean())
+        balanced = float(sum(h / d for h, d in has) / len(has))
+        weighted = float(sum(h for h, _ in has) / sum(d for _, d in has))
         out[name] = {"balanced": balanced, "weighted": weighted, "difference": weighted - balanced,
-                     "n_writes": len(sub), "n_conversations": per.height}
+                     "n_writes": int(sum(d for _, d in has)), "n_conversations": len(has)}
     return out
+
+
+def conversation_draws(n_groups: int, reps: int = 1000, seed: int = 0) -> Any:
+    """`reps` resamples of group indices with replacement: one seeded draw shared by every statistic."""
+    import numpy as np
+
+    return np.random.default_rng(seed).integers(0, n_groups, size=(reps, n_groups))
+
+
+def balanced_resamples(hits: Any, n: Any, draws: Any) -> Any:
+    """The balanced rate (mean over drawn groups that have a denominator, each drawn copy counting
+    as its own group) for every resample; NaN where a resample has no such group."""
+    import numpy as np
+
+    rate = np.where(n > 0, hits / np.maximum(n, 1), 0.0)[draws]
+    counted = (n > 0)[draws].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counted > 0, rate.sum(axis=1) / counted, np.nan)
+
+
+def percentile_interval(vals: Any) -> tuple[float | None, float | None]:
+    """The 2.5th and 97.5th order statistics of the defined bootstrap values."""
+    import numpy as np
+
+    vals = np.sort(vals[~np.isnan(vals)])
+    if not len(vals):
+        return (None, None)
+    return (float(vals[int(0.025 * (len(vals) - 1))]), float(vals[int(0.975 * (len(vals) - 1))]))
 
 
 def cluster_bootstrap_ci(rows: Sequence[dict[str, Any]], metrics: dict[str, tuple[pl.Expr, pl.Expr]] = SCOPE_METRICS,
@@ -58,27 +99,8 @@ def cluster_bootstrap_ci(rows: Sequence[dict[str, Any]], metrics: dict[str, tupl
     """95% percentile intervals of each conversation-balanced rate, resampling conversations with
     replacement. One seeded draw of conversations serves every metric, so the same run always gives
     the same intervals."""
-    import numpy as np
-
-    df = pl.DataFrame(rows)
-    out: dict[str, tuple[float | None, float | None]] = {name: (None, None) for name in metrics}
-    if not len(df):
-        return out
-    convs = df[group].unique().sort().to_list()
-    if len(convs) < 2:
-        return out
-    draws = np.random.default_rng(seed).integers(0, len(convs), size=(reps, len(convs)))
-    for name, (num, den) in metrics.items():
-        per = (df.with_columns(num.cast(pl.Float64).alias("_hit"), den.cast(pl.Float64).alias("_den"))
-               .group_by(group).agg((pl.col("_hit") * pl.col("_den")).sum().alias("hits"), pl.col("_den").sum()
-                                    .alias("n")))
-        per = pl.DataFrame({group: convs}).join(per, on=group, how="left").fill_null(0.0)
-        hits, n = per["hits"].to_numpy()[draws], per["n"].to_numpy()[draws]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = np.where(n > 0, hits / np.where(n > 0, n, 1), np.nan)
-            counted = (n > 0).sum(axis=1)
-            balanced = np.where(counted > 0, np.nansum(rate, axis=1) / np.maximum(counted, 1), np.nan)
-        balanced = balanced[~np.isnan(balanced)]
-        if len(balanced):
-            out[name] = (float(np.quantile(balanced, 0.025)), float(np.quantile(balanced, 0.975)))
-    return out
+    groups, _, counts = group_counts(rows, metrics, group)
+    if len(groups) < 2:
+        return {name: (None, None) for name in metrics}
+    draws = conversation_draws(len(groups), reps, seed)
+    return {name: percentile_interval(balanced_resamples(*counts[name], draws)) for name in metrics}
