@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synth_run import make  # noqa: E402
 
 from derivaudit import report as rep  # noqa: E402
-from derivaudit.html import render  # noqa: E402
+from derivaudit.report.html import render  # noqa: E402
 
 
 def measure(run: Path) -> dict[str, float]:

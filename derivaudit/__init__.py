@@ -6,14 +6,30 @@ Library use (the CLI is a thin layer over these):
     log = load_log("memories.jsonl")
     for v in build_views(log):
         print(v.write.write_id, len(v.citation_only), len(v.expanded), v.search_limited)
+
+Importing the package is light: model code (torch, transformers) loads only when a model is used.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
 from .evidence import EvidenceSettings, Views, build_views, tokenize
-from .gate import admit
 from .io import LogError, check_log, load_log
 from .records import Conversation, MemoryLog, Problem, Turn, Write
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("derivaudit")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "admit":  # the gate pulls in the model layer: import it on first use
+        from .gate import admit
+
+        return admit
+    raise AttributeError(f"module 'derivaudit' has no attribute {name!r}")
+
 
 __all__ = [
     "Conversation", "EvidenceSettings", "admit", "LogError", "MemoryLog", "Problem", "Turn", "Views", "Write",

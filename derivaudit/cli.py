@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import orjson
 import typer
@@ -24,6 +24,7 @@ from rich.table import Table
 from . import __version__
 from .evidence import EvidenceSettings, Views, build_views
 from .io import LogError, atomic_writer, check_log, load_log
+from .models import DEFAULT_BACKEND, DEFAULT_MODEL
 from .records import MemoryLog, Problem
 
 app = typer.Typer(
@@ -254,49 +255,49 @@ BaseUrlOpt = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
 TopLogprobsOpt = Annotated[int | None, typer.Option("--top-logprobs", help="openai: top_logprobs to request "
                                                     "(the server's cap; default 20).", min=1, max=100)]
+ModelRoleOpt = Annotated[list[str] | None, typer.Option(
+    "--model-role", help="Give one role its own model: ROLE=MODEL or ROLE=BACKEND:MODEL, e.g. "
+    "annotator_b=openai:qwen2.5-7b (repeatable; roles: annotator_a, annotator_b, adjudicator, verifier). "
+    "Roles not named use --backend/--model.")]
 
 
-def open_backend(backend: str, model: str, base_url: list[str] | None, no_cache: bool,
-                 top_logprobs: int | None = None):
-    from .models import BACKENDS, BackendError, load_backend
+def _bad(msg: str) -> NoReturn:
+    err.print(f"[red]error[/red]: {escape(msg)}")
+    raise typer.Exit(EXIT_BAD_INPUT)
 
-    if backend not in BACKENDS:
-        err.print(f"[red]error[/red]: unknown backend {escape(backend)!r} (known: {', '.join(BACKENDS)})")
-        raise typer.Exit(EXIT_BAD_INPUT)
-    opts: dict[str, Any] = {}
-    if backend == "openai":
-        opts = {"base_urls": base_url or ["http://127.0.0.1:8000/v1"], "top_logprobs": top_logprobs}
-    elif base_url:
-        err.print("[red]error[/red]: --base-url is only for --backend openai")
-        raise typer.Exit(EXIT_BAD_INPUT)
+
+def _roles(backend: str, model: str, base_url: list[str] | None, top_logprobs: int | None,
+           model_role: list[str] | None, allowed: tuple[str, ...]) -> Any:
+    """The shared model options as library ModelRoles (usage errors exit 2)."""
+    from .models import BackendError, ModelRoles, ModelSpec
+
     try:
-        with err.status(f"loading {escape(model)} ({backend})"):
-            return load_backend(backend, model, cache=not no_cache, **opts)
+        return ModelRoles.parse(ModelSpec(backend, model, tuple(base_url or ()), top_logprobs), model_role or [],
+                                allowed)
     except BackendError as e:
-        err.print(f"[red]error[/red]: {escape(str(e))}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        _bad(str(e))
 
 
-def _read_passages(path: Path) -> list[dict[str, Any]]:
-    """Evidence for `check`: JSONL objects with at least `text` (speaker/time optional), or plain
-    text with one passage per line."""
+def _pool(use_cache: bool) -> Any:
+    from .models import ModelPool
+
+    return ModelPool(cache=use_cache, on_load=lambda spec: err.status(f"loading {escape(spec.model)} "
+                                                                        f"({spec.backend})"))
+
+
+@contextlib.contextmanager
+def _backend_errors() -> Any:
+    from .models import BackendError
+
     try:
-        lines = [x for x in path.read_text("utf-8").splitlines() if x.strip()]
-    except (OSError, UnicodeDecodeError) as e:
-        raise LogError([Problem(str(path), None, None, "unreadable", f"cannot read evidence: {e}")]) from None
-    passages = []
-    for n, line in enumerate(lines, start=1):
-        if line.lstrip().startswith("{"):
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as e:
-                raise LogError([Problem(str(path), n, None, "invalid_json", f"invalid JSON: {e}")]) from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or not obj["text"].strip():
-                raise LogError([Problem(str(path), n, "text", "missing_field", "passage needs a non-empty text")])
-            passages.append(obj)
-        else:
-            passages.append({"text": line})
-    return passages
+        yield
+    except BackendError as e:
+        _bad(str(e))
+
+
+class Split(StrEnum):
+    record = "record"
+    decompose = "decompose"
 
 
 @app.command()
@@ -306,48 +307,48 @@ def check(
     evidence: Annotated[Path, typer.Option("--evidence", help="Passages: JSONL with text/speaker/time, or "
                                            "plain text, one passage per line, in time order.")],
     view: Annotated[str, typer.Option("--view", help="Verification view.")] = "holistic",
-    backend: BackendOpt = "transformers",
-    model: ModelOpt = "smollm2",
+    split: Annotated[Split, typer.Option("--split", help="record: the record is its own single claim / "
+                                         "obligation / QA answer; decompose: the model writes them (as "
+                                         "admit() does).")] = Split.record,
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
+    model_role: ModelRoleOpt = None,
     no_cache: NoCacheOpt = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
     """Score one record against passages with one view and print the verdict (log-odds, argmax)."""
-    from .views import VIEWS, Memory, evidence_block, get_view
+    from .gate import admit
+    from .io import read_passages
+    from .views import VIEWS
 
     if view not in VIEWS:
-        err.print(f"[red]error[/red]: unknown view {escape(view)!r} (known: {', '.join(VIEWS)})")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _bad(f"unknown view {view!r} (known: {', '.join(VIEWS)})")
     if not record.strip():
-        err.print("[red]error[/red]: --record is empty")
-        raise typer.Exit(EXIT_BAD_INPUT)
-    passages = _read_passages(evidence)
-    be = open_backend(backend, model, base_url, no_cache, top_logprobs)
-    # One record, one question: split views see the record as their single claim.
-    prompts = get_view(view).prompts(evidence_block(record, passages), Memory(record, [("fact", record)],
-                                                                            [("What is recorded?", record)]))
-    scores = be.score(prompts)
-    failed = [x for x in scores if not x.ok]
-    score = failed[0] if failed else min(scores, key=lambda x: x.logodds)  # a split view passes only if all do
-    doc = {"record": record, "view": view, "passages": len(passages), "model": be.identity(), **score.to_dict(),
-           "decision": None if score.logodds is None else ("admit" if score.logodds > 0 else "reject"),
+        _bad("--record is empty")
+    passages = read_passages(evidence)
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",))
+    with _pool(not no_cache) as pool, _backend_errors():
+        v = admit(record, passages, view=view, verifier=pool.get(roles.spec("verifier")), split=split.value)
+    score = v["verdict"]
+    doc = {"record": record, "view": view, "passages": len(passages), "model": v["model"], **score,
+           "decision": None if score["logodds"] is None else ("admit" if v["decision"] else "reject"),
            "operating_point": "argmax (log-odds > 0)"}
     if format is Fmt.json:
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-    elif score.error:
-        out.print(f"[red]scoring error[/red]: {escape(score.error)}; top tokens: {escape(str(score.top))}")
+    elif score["error"]:
+        out.print(f"[red]scoring error[/red]: {escape(score['error'])}; top tokens: {escape(str(score['top']))}")
     else:
         t = Table(show_header=False)
         t.add_row("record", escape(record))
         t.add_row("view", view)
-        t.add_row("log-odds", f"{score.logodds:+.3f}" + (" (bounded)" if score.bounded else ""))
-        t.add_row("log p(yes) / log p(no)", f"{score.logp_yes:.3f} / {score.logp_no:.3f}")
+        t.add_row("log-odds", f"{score['logodds']:+.3f}" + (" (bounded)" if score["bounded"] else ""))
+        t.add_row("log p(yes) / log p(no)", f"{score['logp_yes']:.3f} / {score['logp_no']:.3f}")
         t.add_row("decision (argmax)", doc["decision"])
-        t.add_row("top tokens", escape(", ".join(f"{tok!r} {lp:.2f}" for tok, lp in score.top)))
+        t.add_row("top tokens", escape(", ".join(f"{tok!r} {lp:.2f}" for tok, lp in score["top"])))
         out.print(t)
-    be.close()
-    raise typer.Exit(EXIT_OK if score.ok else EXIT_BAD_INPUT)
+    raise typer.Exit(EXIT_OK if score["error"] is None else EXIT_BAD_INPUT)
 
 
 cache_app = typer.Typer(help="The persistent model-result cache ($DERIVAUDIT_HOME/cache.sqlite).",
@@ -385,35 +386,6 @@ def cache_clear(
 # ---------------------------------------------------------------- scan and export
 
 
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:.1%}"
-
-
-def print_scope(report: dict[str, Any]) -> None:
-    t = Table(title="Evidence scope (expanded view unless noted; metric meanings in the README)",
-              title_justify="left")
-    t.add_column("metric", no_wrap=True)
-    for col in ("conv-balanced", "write-weighted", "difference", "writes"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for name, v in report["scope"].items():
-        diff = "–" if v["difference"] is None else f"{v['difference']:+.3f}"
-        t.add_row(name, _pct(v["balanced"]), _pct(v["weighted"]), diff, str(v["n_writes"]))
-    out.print(t)
-    lw = report["largest_weighting_difference"]
-    if lw["metric"]:
-        out.print(f"largest balanced-vs-weighted difference: {lw['metric']} {lw['difference']:+.3f}")
-    ag = report["agreement"]
-    kap = ", ".join(
-        f"{k} {_pct(ag[k]['agreement'])} (κ {'–' if ag[k]['kappa'] is None else format(ag[k]['kappa'], '.2f')})"
-        for k in ("D", "E", "R", "label"))
-    out.print(f"annotator agreement: {kap}; adjudicated {ag['adjudicated']}/{ag['items']} "
-              f"({_pct(ag['adjudication_rate'])})")
-    dec = report["decomposition"]
-    out.print(f"decomposition: {dec['ok']} ok, {dec['retried']} after retry, {dec['fallback']} failed "
-              f"(audited as the whole record; failure rate {_pct(dec['failure_rate'])}); "
-              f"{dec['obligations']} obligations; scoring errors: {report['scoring_errors']}")
-
-
 @app.command()
 @handles_bad_input
 def scan(
@@ -425,16 +397,11 @@ def scan(
                                                            "(repeatable).")] = None,
     until: Annotated[str, typer.Option("--until", help="Stop after views, obligations, primitives or "
                                        "labels.")] = "labels",
-    backend: BackendOpt = "transformers",
-    model: ModelOpt = "smollm2",
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
-    backend_b: Annotated[str | None, typer.Option("--backend-b", help="Annotator B's backend "
-                                                  "(default: --backend).")] = None,
-    model_b: Annotated[str | None, typer.Option("--model-b", help="Annotator B's model (default: --model).")] = None,
-    adjudicator_backend: Annotated[str | None, typer.Option("--adjudicator-backend")] = None,
-    adjudicator_model: Annotated[str | None, typer.Option("--adjudicator-model",
-                                                          help="Default: --model.")] = None,
+    model_role: ModelRoleOpt = None,
     limit_floor: Annotated[float, typer.Option(help="Search-limited floor (share of the top BM25 score).",
                                                min=0.0, max=1.0)] = 0.5,
     no_cache: NoCacheOpt = False,
@@ -442,70 +409,51 @@ def scan(
     format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
 ) -> None:
     """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
-    opts = {"files": [str(f.resolve()) for f in files], "history": [str(h.resolve()) for h in history or []],
-            "limit": limit,
-            "conversation": conversation, "backend": backend, "model": model, "base_url": base_url,
-            "top_logprobs": top_logprobs, "backend_b": backend_b, "model_b": model_b,
-            "adjudicator_backend": adjudicator_backend, "adjudicator_model": adjudicator_model,
-            "limit_floor": limit_floor, "no_cache": no_cache, "skip_invalid": skip_invalid}
-    _run_scan(opts, run, until, format)
+    from .evidence import EvidenceSettings
+    from .models import SCAN_ROLES
+    from .scan import UNTIL, ScanConfig
+
+    if until not in UNTIL:
+        _bad(f"--until must be views, obligations, primitives or labels, not {until!r}")
+    cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit, conversations=conversation,
+                     until=until, models=_roles(backend, model, base_url, top_logprobs, model_role, SCAN_ROLES),
+                     files=[str(f.resolve()) for f in files], history=[str(h.resolve()) for h in history or []],
+                     use_cache=not no_cache, skip_invalid=skip_invalid)
+    _run_scan(cfg, run, format)
 
 
-def _run_scan(opts: dict[str, Any], run: Path, until: str, format: Fmt) -> None:
-    """The body of scan, decompose and annotate: one pipeline, stopped after `until`."""
-    from .annotate import Annotator
-    from .scan import ScanConfig
+def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
+    """The body of scan, decompose and annotate: one pipeline, stopped after `cfg.until`."""
+    from .report.table import print_scope
     from .scan import scan as run_scan
 
-    if until not in ("views", "obligations", "primitives", "labels"):
-        err.print(f"[red]error[/red]: --until must be views, obligations, primitives or labels, not {until!r}")
-        raise typer.Exit(EXIT_BAD_INPUT)
-    files, history = [Path(f) for f in opts["files"]], [Path(h) for h in opts["history"]]
-    log = _load(files, history, opts["skip_invalid"])
-    conversation = opts["conversation"]
-    if conversation:
-        unknown = sorted(set(conversation) - set(log.conversations))
-        if unknown:
-            err.print(f"[red]error[/red]: unknown conversation(s): {escape(', '.join(unknown))}")
-            raise typer.Exit(EXIT_BAD_INPUT)
-    loaded: dict[tuple[str, str], Any] = {}
-
-    def get(be: str | None, m: str | None):
-        key = (be or opts["backend"], m or opts["model"])
-        if key not in loaded:
-            loaded[key] = open_backend(key[0], key[1], opts["base_url"], opts["no_cache"], opts["top_logprobs"])
-        return loaded[key]
-
-    annotators = (Annotator("A", get(None, None), "a"),
-                  Annotator("B", get(opts["backend_b"], opts["model_b"]), "b"),
-                  Annotator("adjudicator", get(opts["adjudicator_backend"], opts["adjudicator_model"]), "a"))
-    cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=opts["limit_floor"]), limit=opts["limit"],
-                     conversations=conversation, until=until, cli=opts)
-    with _progress() as bar:
-        progress = _stage_progress(bar)
-        report = run_scan(log, run, annotators, cfg=cfg, input_files=[*history, *files], progress=progress)
-    for be in loaded.values():
-        be.close()
+    files, history = [Path(f) for f in cfg.files], [Path(h) for h in cfg.history]
+    log = _load(files, history, cfg.skip_invalid)
+    unknown = sorted(set(cfg.conversations or []) - set(log.conversations))
+    if unknown:
+        _bad(f"unknown conversation(s): {', '.join(unknown)}")
+    with _pool(cfg.use_cache) as pool, _backend_errors(), _progress() as bar:
+        report = run_scan(log, run, cfg=cfg, input_files=[*history, *files], progress=_stage_progress(bar),
+                          pool=pool)
     if not report:
-        err.print(f"stopped after {until}; files in {escape(str(run))}")
+        err.print(f"stopped after {cfg.until}; files in {escape(str(run))}")
         return
     if format is Fmt.json:
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
-        print_scope(report)
+        print_scope(out, report)
         err.print(f"run folder: {escape(str(run))} ({report['run']['writes']} writes, "
                   f"{report['run']['seconds']:.0f} s)")
 
 
 def _stage_command(run: Path, until: str, format: Fmt) -> None:
-    from .scan import load_meta
+    from .runs import load_meta
+    from .scan import ScanConfig
 
-    opts = load_meta(run).get("cli")
-    if not opts:
-        err.print(f"[red]error[/red]: {escape(str(run))} is not a run folder made by `derivaudit scan` "
-                  "(no meta.json with its settings)")
-        raise typer.Exit(EXIT_BAD_INPUT)
-    _run_scan(opts, run, until, format)
+    cfg = ScanConfig.from_meta(load_meta(run), until)
+    if cfg is None:
+        _bad(f"{run} is not a run folder made by `derivaudit scan` (no meta.json with its settings)")
+    _run_scan(cfg, run, format)
 
 
 RunArg = Annotated[Path, typer.Argument(help="A run folder started by `derivaudit scan ... --until views`.")]
@@ -542,50 +490,16 @@ def export(
 ) -> None:
     """Reference labels as CSV: ids, text, view, label, primitives of A, B and adjudicator, cited passages."""
     from .export import export_csv
+    from .runs import RunError
 
     try:
         n = export_csv(run, output, level.value)
-    except FileNotFoundError as e:
-        err.print(f"[red]error[/red]: {escape(str(e))}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except RunError as e:
+        _bad(str(e))
     err.print(f"wrote {n} rows to {escape(str(output))}")
 
 
 # ---------------------------------------------------------------- replay
-
-
-def _ci(ci: Any) -> str:
-    if not ci or ci[0] is None:
-        return ""
-    return f" ({ci[0]:.0%}–{ci[1]:.0%})"
-
-
-def print_replay(report: dict[str, Any]) -> None:
-    points = sorted({m["operating_point"] for m in report["settings"].values()})
-    t = Table(title=f"Admission replay — operating point {report['operating_point']} ({', '.join(points)}), "
-                    f"split views combined by {report['combine']}; 95% bootstrap CIs over conversations",
-              title_justify="left")
-    for col in ("setting", "valid kept", "unsupported admitted", "n+/n−", "AUC", "err", "repaired kept"):
-        t.add_column(col, justify="left" if col == "setting" else "right", no_wrap=True)
-    for name, m in report["settings"].items():
-        auc = "–" if m["auc"] is None else f"{m['auc']:.2f}"
-        t.add_row(name, _pct(m["valid_kept"]) + _ci(m["valid_kept_ci"]),
-                  _pct(m["unsupported_admitted"]) + _ci(m["unsupported_admitted_ci"]),
-                  f"{m['n_pos']}/{m['n_neg']}", auc, str(m["scoring_errors"]), f"{m['repaired_kept']}/{m['repaired']}")
-    out.print(t)
-    excluded = {k: max(m["excluded"][k] for m in report["settings"].values()) for k in ("ambiguous", "unresolved")}
-    out.print(f"excluded from ground truth (at most, per setting): ambiguous {excluded['ambiguous']}, "
-              f"unresolved {excluded['unresolved']}")
-    for d in report.get("differences", []):
-        if d["difference"] is not None:
-            out.print(f"{d['metric']}: {escape(d['from'])} → {escape(d['to'])}: {d['difference']:+.1%}{_ci(d['ci'])}"
-                      f" (n={d['n']})")
-    nz = report.get("noise")
-    if nz:
-        lv = ", ".join(f"+{k}: mean log-odds {'–' if v['mean_logodds'] is None else format(v['mean_logodds'], '.3f')}"
-                       f", admitted {_pct(v['admitted_argmax'])}" for k, v in nz["levels"].items())
-        out.print(f"noise probe ({nz['writes']} supported writes; {nz['skipped_too_few_extras']} with too few "
-                  f"extras): {lv}")
 
 
 @app.command()
@@ -601,75 +515,45 @@ def replay(
     combine_rule: Annotated[str, typer.Option("--combine", help="Split views: min, mean or noisy_and.")] = "min",
     point: Annotated[str, typer.Option("--point", help="Operating point: auto, argmax or crossfit.")] = "auto",
     noise: Annotated[str | None, typer.Option("--noise", help="Noise probe levels, e.g. 0,2,4.")] = None,
-    backend: BackendOpt = "transformers",
-    model: ModelOpt = "smollm2",
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
+    model_role: ModelRoleOpt = None,
     no_cache: NoCacheOpt = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
     """Step 3: would a write-time verifier keep the valid memories and reject the unsupported ones?"""
-    from .replay import CANONICAL, COMBINE
+    from . import runs
+    from .replay import check_options, parse_noise, parse_settings
     from .replay import replay as run_replay
-    from .views import VIEWS
+    from .report.table import print_replay
 
-    def bad(msg: str) -> None:
-        err.print(f"[red]error[/red]: {escape(msg)}")
-        raise typer.Exit(EXIT_BAD_INPUT)
-
-    settings: list[tuple[str, str]] = []
-    if view:
-        names = list(VIEWS) if view == "all" else [v.strip() for v in view.split(",") if v.strip()]
-        unknown = [v for v in names if v not in VIEWS]
-        if unknown:
-            bad(f"unknown view(s) {', '.join(unknown)} (known: {', '.join(VIEWS)})")
-        evs = ["citation_only", "expanded"] if evidence == "both" else [evidence]
-        if any(e not in ("citation_only", "expanded") for e in evs):
-            bad("--evidence must be expanded, citation_only or both")
-        settings += [(v, e) for v in names for e in evs]
-    for s in setting or ([] if view else ["canonical"]):
-        if s == "canonical":
-            settings += list(CANONICAL.values())
-        elif s in CANONICAL:
-            settings.append(CANONICAL[s])
-        else:
-            bad(f"unknown setting {s!r} (known: {', '.join(CANONICAL)}, canonical)")
-    settings = list(dict.fromkeys(settings))
-    if combine_rule not in COMBINE:
-        bad(f"--combine must be one of {', '.join(COMBINE)}")
-    if point not in ("auto", "argmax", "crossfit"):
-        bad("--point must be auto, argmax or crossfit")
-    levels: list[int] = []
-    if noise:
-        try:
-            levels = sorted({int(x) for x in noise.split(",")})
-        except ValueError:
-            bad(f"--noise takes comma-separated integers, got {noise!r}")
-        if any(x < 0 for x in levels):
-            bad("--noise levels must be >= 0")
-    for name in ("labels.jsonl", "views.jsonl", "obligations.jsonl"):
-        if not (run / name).exists():
-            bad(f"{run / name} is missing: run `derivaudit scan ... -o {run}` first")
-    be = open_backend(backend, model, base_url, no_cache, top_logprobs)
-    with _progress() as bar:
-        progress = _stage_progress(bar)
-        report = run_replay(run, be, settings, rule=combine_rule, point=point, noise=levels, progress=progress)
-    report["model"] = be.identity()
-    report["usage"] = {**be.usage.to_dict(), **({"cache_hits": be.hits, "cache_misses": be.misses}
-                                                if hasattr(be, "hits") else {})}
-    be.close()
+    try:
+        settings = parse_settings(view, evidence, setting)
+        check_options(combine_rule, point)
+        levels = parse_noise(noise)
+        runs.require(run, (runs.LABELS, runs.VIEWS, runs.OBLIGATIONS), f"run `derivaudit scan ... -o {run}` first")
+    except ValueError as e:
+        _bad(str(e))
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",))
+    with _pool(not no_cache) as pool, _backend_errors():
+        be = pool.get(roles.spec("verifier"))
+        with _progress() as bar:
+            report = run_replay(run, be, settings, rule=combine_rule, point=point, noise=levels,
+                                progress=_stage_progress(bar))
+        report["model"] = be.identity()
+        report["usage"] = {**be.usage.to_dict(), **({"cache_hits": be.hits, "cache_misses": be.misses}
+                                                    if hasattr(be, "hits") else {})}
     if format is Fmt.json:
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
-        print_replay(report)
+        print_replay(out, report)
         u = report["usage"]
         err.print(f"model calls: {u['calls']}, prompts scored: {u['prompts']}, tokens computed "
                   f"{u['computed_tokens']}/{u['prompt_tokens']}"
                   + (f", cache hits {u['cache_hits']}/{u['cache_hits'] + u['cache_misses']}" if "cache_hits" in u
                      else ""))
-
-
-# ---------------------------------------------------------------- report
 
 
 class ReportFmt(StrEnum):
@@ -679,41 +563,6 @@ class ReportFmt(StrEnum):
     csv = "csv"
     junit = "junit"
     html = "html"
-
-
-def print_report(report: dict[str, Any], top: int = 10) -> None:
-    from .report import change_rows, flagged
-
-    r = report["run"]
-    out.print(f"[bold]derivaudit report[/bold] — {r['writes']} writes, {r['conversations']} conversations, "
-              f"{escape(str(r['path']))}")
-    t = Table(title="Scope: conversation-balanced with a 95% bootstrap interval over conversations; write-weighted "
-                    "beside it", title_justify="left")
-    t.add_column("metric", no_wrap=True)
-    for col in ("balanced", "95% CI", "write-weighted", "writes"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for name, v in report["scope"].items():
-        lo, hi = v["balanced_ci"]
-        t.add_row(name, _pct(v["balanced"]), "–" if lo is None else f"{lo:.1%}–{hi:.1%}", _pct(v["weighted"]),
-                  str(v["n_writes"]))
-    out.print(t)
-    if report.get("replay"):
-        print_replay(report["replay"])
-    if "change" in report:
-        c = Table(title=f"Change against the baseline {escape(report['baseline']['run']['path'])}",
-                  title_justify="left")
-        for col in ("metric", "baseline", "this run", "change"):
-            c.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
-        for row in change_rows(report, dash="–"):
-            c.add_row(*row)
-        out.print(c)
-    bad = flagged(Path(r["path"]))
-    if bad:
-        out.print(f"[bold]Unsupported or contradicted after expansion[/bold] ({len(bad)}):")
-        for w in bad[:top]:
-            out.print(f"  {escape(w['expanded_label'])} {escape(w['write_id'])}: {escape(' '.join(w['text'].split()))}")
-        if len(bad) > top:
-            out.print(f"  ... and {len(bad) - top} more (--format csv or export for all)")
 
 
 @app.command()
@@ -732,6 +581,7 @@ def report(
 ) -> None:
     """What a run found, for people (table, md, html) and machines (json, csv, junit), with CI gates."""
     from . import report as rep
+    from .report.table import print_report
 
     try:
         doc = rep.build(run, reps=reps, seed=seed)
@@ -739,28 +589,14 @@ def report(
             rep.compare(doc, rep.build(baseline, reps=reps, seed=seed))
         gates = rep.evaluate_gates(doc, fail_if or [])
     except rep.ReportError as e:
-        err.print(f"[red]error[/red]: {escape(str(e))}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        _bad(str(e))
     doc["gates"] = gates
     if format is ReportFmt.table:
         if output is not None:
-            err.print("[red]error[/red]: --format table prints to the terminal; pick md, json, csv, junit or html "
-                      "for -o")
-            raise typer.Exit(EXIT_BAD_INPUT)
-        print_report(doc)
+            _bad("--format table prints to the terminal; pick md, json, csv, junit or html for -o")
+        print_report(out, doc)
     else:
-        if format is ReportFmt.json:
-            data = rep.to_json(doc)
-        elif format is ReportFmt.md:
-            data = rep.to_markdown(doc, gates).encode()
-        elif format is ReportFmt.csv:
-            data = rep.to_csv(doc).encode()
-        elif format is ReportFmt.junit:
-            data = rep.to_junit(doc).encode()
-        else:
-            from .html import render
-
-            data = render(doc, gates).encode()
+        data = rep.render(doc, format.value, gates)
         if output is None:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()

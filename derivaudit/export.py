@@ -7,17 +7,9 @@ from typing import Any
 
 import polars as pl
 
+from . import runs
 from .io import atomic_writer
-from .scan import read_jsonl
-
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def neutralise(value: Any) -> Any:
-    """Prefix text that a spreadsheet would run as a formula with a single quote (OWASP CSV injection)."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
+from .safe import neutralise
 
 
 def _prims(p: dict[str, Any] | None, passages: list[str]) -> dict[str, Any]:
@@ -34,13 +26,10 @@ def _final(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def rows(run: Path, level: str) -> list[dict[str, Any]]:
-    labels_path, prim_path = run / "labels.jsonl", run / "primitives.jsonl"
-    for p in (labels_path, prim_path):
-        if not p.exists():
-            raise FileNotFoundError(f"{p} is missing: run `derivaudit scan ... -o {run}` first")
-    labels = read_jsonl(labels_path)
+    runs.require(run, (runs.LABELS, runs.PRIMITIVES), f"run `derivaudit scan ... -o {run}` first")
+    labels = runs.read_rows(run, runs.LABELS)
     text_of = {r["write_id"]: r["text"] for r in labels}
-    prims = read_jsonl(prim_path)
+    prims = runs.read_rows(run, runs.PRIMITIVES)
     if level == "write":
         implied: dict[tuple[str, str], dict[str, set[str]]] = {}
         for p in prims:
@@ -59,7 +48,7 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
                             "multi_passage": r["multi_passage"], "obligations": len(r[view]["obligations"])})
         return out
     obl_text = {o["obligation_id"]: (o["kind"], o["subtype"], o["text"])
-                for d in read_jsonl(run / "obligations.jsonl") for o in d["obligations"]}
+                for d in runs.read_rows(run, runs.OBLIGATIONS) for o in d["obligations"]}
     out = []
     for r in prims:
         kind, sub, text = obl_text.get(r["obligation_id"], (None, None, None))

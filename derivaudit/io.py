@@ -305,6 +305,31 @@ def load_log(paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = F
     return log
 
 
+def read_passages(path: str | Path) -> list[dict[str, Any]]:
+    """Evidence passages for `check`/`admit`: JSONL objects with at least `text` (speaker/time
+    optional), or plain text with one passage per line. Problems raise LogError naming file and line."""
+    path = Path(path)
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise LogError([Problem(str(path), None, None, "unreadable", f"cannot read evidence: {e}")]) from None
+    passages = []
+    for n, line in enumerate(lines, start=1):  # file line numbers: blank lines are skipped, not renumbered
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("{"):
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                raise LogError([Problem(str(path), n, None, "invalid_json", f"invalid JSON: {e}")]) from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or not obj["text"].strip():
+                raise LogError([Problem(str(path), n, "text", "missing_field", "passage needs a non-empty text")])
+            passages.append(obj)
+        else:
+            passages.append({"text": line})
+    return passages
+
+
 # ---------------------------------------------------------------- output
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import templates
+from . import runs, templates
 from .models.base import Backend, Prompt, Score
 from .stats import balanced_resamples, conversation_draws, percentile_interval
 from .views import Memory, View, evidence_block, get_view
@@ -28,6 +28,7 @@ CANONICAL = {
     "obligation/expanded": ("obligation", "expanded"),
 }
 COMBINE = ("min", "mean", "noisy_and")
+POINTS = ("auto", "argmax", "crossfit")
 TARGET_FPR = 0.10
 NEAR_BINARY_LOGODDS = math.log(99)  # |log-odds| >= 4.6 means p >= 0.99 for one word
 NEAR_BINARY_SHARE = 0.8
@@ -223,10 +224,11 @@ def qa_pairs(backend: Backend, records: Sequence[str]) -> list[list[tuple[str, s
     return out
 
 
-def score_settings(backend: Backend, jobs: Sequence[tuple[View, Sequence[Case]]], rule: str = "min"
-                   ) -> list[list[tuple[float | None, list[float | None]]]]:
+def score_settings(backend: Backend, jobs: Sequence[tuple[View, Sequence[Case]]], rule: str = "min",
+                   details: bool = False) -> list[list[tuple[Any, ...]]]:
     """Score several (view, cases) jobs in one backend call, so every view of one write shares the
-    write's evidence prefix (computed once instead of once per view)."""
+    write's evidence prefix (computed once instead of once per view). Per case: (combined log-odds
+    or None on a scoring error, per-part log-odds), plus the parts' Score objects with `details`."""
     prompts: list[Prompt] = []
     owner: list[tuple[int, int]] = []
     for j, (view, cases) in enumerate(jobs):
@@ -235,25 +237,27 @@ def score_settings(backend: Backend, jobs: Sequence[tuple[View, Sequence[Case]]]
             prompts.extend(ps)
             owner.extend([(j, i)] * len(ps))
     scores: list[Score] = backend.score(prompts)
-    parts: list[list[list[float | None]]] = [[[] for _ in cases] for _, cases in jobs]
+    parts: list[list[list[Score]]] = [[[] for _ in cases] for _, cases in jobs]
     for (j, i), s in zip(owner, scores, strict=True):
-        parts[j][i].append(s.logodds)
+        parts[j][i].append(s)
     out = []
     for (view, _), job_parts in zip(jobs, parts, strict=True):
-        res = []
-        for ps in job_parts:
+        res: list[tuple[Any, ...]] = []
+        for sc in job_parts:
+            ps = [s.logodds for s in sc]
             if any(p is None for p in ps) or not ps:
-                res.append((None, ps))
+                combined = None
             else:
-                res.append((combine([p for p in ps if p is not None], rule if view.split else "min"), ps))
+                combined = combine([p for p in ps if p is not None], rule if view.split else "min")
+            res.append((combined, ps, sc) if details else (combined, ps))
         out.append(res)
     return out
 
 
-def score_cases(backend: Backend, cases: Sequence[Case], view: View, rule: str = "min"
-                ) -> list[tuple[float | None, list[float | None]]]:
-    """(combined log-odds or None on a scoring error, per-part log-odds) for each case."""
-    return score_settings(backend, [(view, cases)], rule)[0]
+def score_cases(backend: Backend, cases: Sequence[Case], view: View, rule: str = "min", details: bool = False
+                ) -> list[tuple[Any, ...]]:
+    """(combined log-odds or None on a scoring error, per-part log-odds[, Scores]) for each case."""
+    return score_settings(backend, [(view, cases)], rule, details)[0]
 
 
 def decide(rows: list[dict[str, Any]], point: str) -> str:
@@ -294,14 +298,59 @@ def noise_lists(write_id: str, pool: Sequence[str], levels: Sequence[int] = (0, 
 # ---------------------------------------------------------------- the replay of a run
 
 
+def parse_settings(view: str | None = None, evidence: str = "expanded",
+                   setting: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """(view, evidence) pairs from `--view` (a name, a comma list or all), `--evidence` (expanded,
+    citation_only or both) and `--setting` (canonical names or 'canonical'); without either, the three
+    canonical settings. Raises ValueError naming what is wrong."""
+    from .views import VIEWS
+
+    settings: list[tuple[str, str]] = []
+    if view:
+        names = list(VIEWS) if view == "all" else [v.strip() for v in view.split(",") if v.strip()]
+        unknown = [v for v in names if v not in VIEWS]
+        if unknown:
+            raise ValueError(f"unknown view(s) {', '.join(unknown)} (known: {', '.join(VIEWS)})")
+        evs = ["citation_only", "expanded"] if evidence == "both" else [evidence]
+        if any(e not in ("citation_only", "expanded") for e in evs):
+            raise ValueError("--evidence must be expanded, citation_only or both")
+        settings += [(v, e) for v in names for e in evs]
+    for s in setting or ([] if view else ["canonical"]):
+        if s == "canonical":
+            settings += list(CANONICAL.values())
+        elif s in CANONICAL:
+            settings.append(CANONICAL[s])
+        else:
+            raise ValueError(f"unknown setting {s!r} (known: {', '.join(CANONICAL)}, canonical)")
+    return list(dict.fromkeys(settings))
+
+
+def parse_noise(text: str | None) -> list[int]:
+    """Noise-probe levels from "0,2,4"."""
+    if not text:
+        return []
+    try:
+        levels = sorted({int(x) for x in text.split(",")})
+    except ValueError:
+        raise ValueError(f"--noise takes comma-separated integers, got {text!r}") from None
+    if any(x < 0 for x in levels):
+        raise ValueError("--noise levels must be >= 0")
+    return levels
+
+
+def check_options(rule: str, point: str) -> None:
+    if rule not in COMBINE:
+        raise ValueError(f"--combine must be one of {', '.join(COMBINE)}")
+    if point not in POINTS:
+        raise ValueError(f"--point must be {', '.join(POINTS)}")
+
+
 def load_cases(run: Any, evidence: str) -> list[Case]:
     """Cases for one evidence view from a scan run folder (labels, views, obligations)."""
-    from .scan import read_jsonl
-
-    labels = read_jsonl(run / "labels.jsonl")
-    views = {r["write_id"]: r for r in read_jsonl(run / "views.jsonl")}
+    labels = runs.read_rows(run, runs.LABELS)
+    views = {r["write_id"]: r for r in runs.read_rows(run, runs.VIEWS)}
     obls = {r["write_id"]: [(o["kind"], o["text"]) for o in r["obligations"]]
-            for r in read_jsonl(run / "obligations.jsonl")}
+            for r in runs.read_rows(run, runs.OBLIGATIONS)}
     cases = []
     for r in labels:
         label = r["citation_label"] if evidence == "citation_only" else r["expanded_label"]
@@ -328,12 +377,9 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
     """Score every (view, evidence) setting, decide at the operating point, and report."""
     from pathlib import Path
 
-    from .io import atomic_writer, write_jsonl
-
     run = Path(run)
-    for name in ("labels.jsonl", "views.jsonl", "obligations.jsonl"):
-        if not (run / name).exists():
-            raise FileNotFoundError(f"{run / name} is missing: run `derivaudit scan ... -o {run}` first")
+    check_options(rule, point)
+    runs.require(run, (runs.LABELS, runs.VIEWS, runs.OBLIGATIONS), f"run `derivaudit scan ... -o {run}` first")
     by_evidence = {ev: load_cases(run, ev) for ev in {ev for _, ev in settings}}
     qa: dict[str, list[tuple[str, str]]] = {}
     if any(get_view(v).needs_qa for v, _ in settings):
@@ -372,11 +418,8 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
         report["noise"] = noise_probe(run, backend, rows_of, noise, rule, by_evidence.get("expanded"))
         progress("noise probe", 1, 1)
     report["model"] = backend.identity()
-    write_jsonl(run / "replay_scores.jsonl", [{k: _finite(v) for k, v in r.items()} for r in all_rows])
-    import orjson
-
-    with atomic_writer(run / "replay.json") as fh:
-        fh.write(orjson.dumps(_finite(report), option=orjson.OPT_INDENT_2))
+    runs.write_rows(run, runs.REPLAY_SCORES, [{k: _finite(v) for k, v in r.items()} for r in all_rows])
+    runs.write_json(run, runs.REPLAY, _finite(report))
     return _finite(report)
 
 
@@ -411,11 +454,9 @@ def noise_probe(run: Any, backend: Backend, rows_of: dict[str, list[dict[str, An
     """Accumulated verification noise (§3.3, Table 6): supported memories checked with the
     obligation view after adding 0, 2 or 4 extra true obligations from other supported records of
     the same conversation; memory and evidence unchanged."""
-    from .scan import read_jsonl
-
     cases = [c for c in (expanded if expanded is not None else load_cases(run, "expanded")) if c.truth]
-    prims = read_jsonl(run / "primitives.jsonl")
-    texts = {o["obligation_id"]: o["text"] for r in read_jsonl(run / "obligations.jsonl") for o in r["obligations"]}
+    prims = runs.read_rows(run, runs.PRIMITIVES)
+    texts = {o["obligation_id"]: o["text"] for r in runs.read_rows(run, runs.OBLIGATIONS) for o in r["obligations"]}
     supported_writes = {c.write_id for c in cases}
     pool: dict[str, list[tuple[str, str]]] = {}  # conversation -> (write_id, obligation text)
     for p in prims:

@@ -1,34 +1,23 @@
 """`scan`: views -> obligations -> D/E/R primitives (both views) -> labels -> scope report.
 
-Everything goes through files in a run folder, one per stage, each written atomically:
-
-    RUN/meta.json          settings, input hash, models, stage fingerprints, usage
-    RUN/views.jsonl        both evidence views of every write (as `derivaudit views`)
-    RUN/obligations.jsonl  per write: obligations, decomposition status
-    RUN/primitives.jsonl   per obligation x view: annotator A's, B's and (on disagreement) the
-                           adjudicator's primitives, the final ones, the obligation label
-    RUN/labels.jsonl       per write: memory label in each view, derived scope flags
-    RUN/scope.json         the scope report and annotator agreement
-
-A stage whose file exists with the same fingerprint (input, settings, models, prompts) is not
-redone. The two long stages append to `<stage>.partial.jsonl` as they go, so an interrupted run
-resumes where it stopped; the model result cache makes any recomputation nearly free.
+Everything goes through the files of a run folder (`derivaudit.runs` owns their names and
+formats), one per stage, each written atomically. A stage whose file exists with the same
+fingerprint (input, settings, models, prompts) is not redone; the two long stages append to a
+partial file as they go, so an interrupted run resumes where it stopped, and the model result
+cache makes any recomputation nearly free. The run's `ScanConfig` is saved in `meta.json`, so
+`decompose RUN` and `annotate RUN` continue with the same settings.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from . import __version__, templates
+from . import __version__, runs, templates
 from .annotate import (
     Annotation,
     Annotator,
@@ -41,16 +30,14 @@ from .annotate import (
 )
 from .annotate import annotate as run_annotators
 from .evidence import EvidenceSettings, Views, build_views
-from .io import atomic_writer, write_jsonl
+from .models import ModelPool, ModelRoles, ModelSpec
 from .records import MemoryLog, Write
+from .runs import VIEW_NAMES, Stage, load_meta, save_meta
 from .stats import SCOPE_HELP, rates
 
-VIEW_NAMES = ("citation_only", "expanded")
 Progress = Callable[[str, int, int], None]  # (stage, advance, total)
-
-
-def _fp(*parts: Any) -> str:
-    return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+UNTIL = ("views", "obligations", "primitives", "labels")
+_fp = runs.fingerprint
 
 
 def prompts_fingerprint(*prefixes: str) -> str:
@@ -59,77 +46,71 @@ def prompts_fingerprint(*prefixes: str) -> str:
     return _fp(sorted((p.name, p.read_text("utf-8")) for p in d.glob("*.txt") if p.name.startswith(prefixes)))
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Rows of a run file; a cut-off last line (interrupted append) is dropped."""
-    lines = path.read_bytes().split(b"\n")
-    with contextlib.suppress(orjson.JSONDecodeError):  # fast path: one parse for the whole file
-        return orjson.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
-    rows = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rows.append(orjson.loads(line))
-        except orjson.JSONDecodeError:
-            if i >= len(lines) - 2:
-                break
-            raise
-    return rows
-
-
-class Stage:
-    """One stage file of a run, its fingerprint, and an append-only partial file for resuming."""
-
-    def __init__(self, run: Path, name: str, fingerprint: str, meta: dict[str, Any]):
-        self.path = run / f"{name}.jsonl"
-        self.partial = run / f"{name}.partial.jsonl"
-        self.name, self.fp, self.meta = name, fingerprint, meta
-
-    def done(self) -> bool:
-        return self.path.exists() and self.meta.get("stages", {}).get(self.name) == self.fp
-
-    def load(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.path)
-
-    def resumed(self) -> list[dict[str, Any]]:
-        """Rows already appended by an interrupted run with the same fingerprint."""
-        if not self.partial.exists():
-            return []
-        rows = read_jsonl(self.partial)
-        if not rows or rows[0].get("_fingerprint") != self.fp:
-            self.partial.unlink()
-            return []
-        return rows[1:]
-
-    @contextlib.contextmanager
-    def appender(self) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
-        fresh = not self.partial.exists()
-        with self.partial.open("ab") as fh:
-            if fresh:
-                fh.write(orjson.dumps({"_fingerprint": self.fp}) + b"\n")
-
-            def append(rows: list[dict[str, Any]]) -> None:
-                fh.write(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-                fh.flush()
-                os.fsync(fh.fileno())
-
-            yield append
-
-    def finish(self, rows: Sequence[dict[str, Any]]) -> None:
-        write_jsonl(self.path, rows)
-        self.meta.setdefault("stages", {})[self.name] = self.fp
-        if self.partial.exists():
-            self.partial.unlink()
-
-
 @dataclass
 class ScanConfig:
+    """Everything a scan needs besides the log: saved in meta.json so stage commands can resume."""
+
     evidence: EvidenceSettings = field(default_factory=EvidenceSettings)
     limit: int | None = None
     conversations: list[str] | None = None
     chunk: int = 8  # writes per model round trip (progress and resume granularity)
     until: str = "labels"  # views | obligations | primitives | labels
-    cli: dict[str, Any] | None = None  # the command-line settings, kept so stage commands can resume
+    models: ModelRoles = field(default_factory=ModelRoles)  # annotator_a, annotator_b, adjudicator
+    files: list[str] = field(default_factory=list)  # input logs, as given
+    history: list[str] = field(default_factory=list)  # extra files holding turns
+    use_cache: bool = True
+    skip_invalid: bool = False
+
+    def __post_init__(self) -> None:
+        if self.until not in UNTIL:
+            raise ValueError(f"--until must be one of {', '.join(UNTIL)}, not {self.until!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"evidence": self.evidence.to_dict(), "limit": self.limit, "conversations": self.conversations,
+                "chunk": self.chunk, "models": self.models.to_dict(), "files": list(self.files),
+                "history": list(self.history), "use_cache": self.use_cache, "skip_invalid": self.skip_invalid}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], until: str = "labels") -> ScanConfig:
+        return cls(evidence=EvidenceSettings(**d.get("evidence", {})), limit=d.get("limit"),
+                   conversations=d.get("conversations"), chunk=d.get("chunk", 8), until=until,
+                   models=ModelRoles.from_dict(d.get("models", {})), files=list(d.get("files", [])),
+                   history=list(d.get("history", [])), use_cache=d.get("use_cache", True),
+                   skip_invalid=d.get("skip_invalid", False))
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any], until: str = "labels") -> ScanConfig | None:
+        """The config a run was started with (also from the option dict of runs made before 0.2)."""
+        if "config" in meta:
+            return cls.from_dict(meta["config"], until)
+        old = meta.get("cli")
+        if not old:
+            return None
+        base = tuple(old.get("base_url") or ())
+        default = ModelSpec(old.get("backend") or "transformers", old.get("model") or "smollm2", base,
+                            old.get("top_logprobs"))
+
+        def spec(be: str | None, m: str | None) -> ModelSpec:
+            b = be or default.backend
+            return ModelSpec(b, m or default.model, base if b == "openai" else (),
+                             default.top_logprobs if b == "openai" else None)
+
+        roles = {}
+        if old.get("backend_b") or old.get("model_b"):
+            roles["annotator_b"] = spec(old.get("backend_b"), old.get("model_b"))
+        if old.get("adjudicator_backend") or old.get("adjudicator_model"):
+            roles["adjudicator"] = spec(old.get("adjudicator_backend"), old.get("adjudicator_model"))
+        return cls(evidence=EvidenceSettings(limit_floor=old.get("limit_floor", 0.5)), limit=old.get("limit"),
+                   conversations=old.get("conversation"), until=until, models=ModelRoles(default, roles),
+                   files=old.get("files", []), history=old.get("history", []),
+                   use_cache=not old.get("no_cache"), skip_invalid=bool(old.get("skip_invalid")))
+
+
+def open_annotators(pool: ModelPool, models: ModelRoles) -> tuple[Annotator, Annotator, Annotator]:
+    """A, B and the adjudicator from their roles; roles on one model share one loaded backend."""
+    return (Annotator("A", pool.get(models.spec("annotator_a")), "a"),
+            Annotator("B", pool.get(models.spec("annotator_b")), "b"),
+            Annotator("adjudicator", pool.get(models.spec("adjudicator")), "a"))
 
 
 def select_writes(log: MemoryLog, cfg: ScanConfig) -> list[Write]:
@@ -137,29 +118,25 @@ def select_writes(log: MemoryLog, cfg: ScanConfig) -> list[Write]:
     return ws[: cfg.limit] if cfg.limit is not None else ws
 
 
-def _meta_path(run: Path) -> Path:
-    return run / "meta.json"
-
-
-def load_meta(run: Path) -> dict[str, Any]:
-    p = _meta_path(run)
-    return orjson.loads(p.read_bytes()) if p.exists() else {}
-
-
-def save_meta(run: Path, meta: dict[str, Any]) -> None:
-    with atomic_writer(_meta_path(run)) as fh:
-        fh.write(orjson.dumps(meta, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-
-
 def _noop(stage: str, advance: int, total: int) -> None:
     pass
 
 
-def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator, Annotator], *,
+def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator, Annotator] | None = None, *,
          cfg: ScanConfig | None = None, input_files: Sequence[str | Path] = (),
-         progress: Progress = _noop) -> dict[str, Any]:
-    """Run (or resume) every stage into `run` and return the scope report."""
+         progress: Progress = _noop, pool: ModelPool | None = None) -> dict[str, Any]:
+    """Run (or resume) every stage into `run` and return the scope report ({} when stopped early).
+    Without `annotators` the models of `cfg.models` are opened (from `pool` when given)."""
     cfg = cfg or ScanConfig()
+    if annotators is None:
+        own = pool is None
+        pool = pool or ModelPool(cache=cfg.use_cache)
+        try:
+            return scan(log, run, open_annotators(pool, cfg.models), cfg=cfg, input_files=input_files,
+                        progress=progress)
+        finally:
+            if own:
+                pool.close()
     run = Path(run)
     run.mkdir(parents=True, exist_ok=True)
     a, b, adj = annotators
@@ -175,8 +152,8 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
         "annotators": {x.role: x.describe() for x in annotators},
         "skipped_records": [p.to_dict() for p in log.skipped],
     })
-    if cfg.cli is not None:
-        meta["cli"] = cfg.cli
+    meta["config"] = cfg.to_dict()
+    meta.pop("cli", None)
     timings: dict[str, float] = meta.setdefault("timings", {})
 
     # -- views
@@ -261,8 +238,7 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     report = scope_report(labels, prim_rows, decs)
     report["run"] = {"writes": len(writes), "conversations": len({w.conversation_id for w in writes}),
                      "skipped_records": len(log.skipped), "seconds": round(time.time() - started, 2)}
-    with atomic_writer(run / "scope.json") as fh:
-        fh.write(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    runs.write_json(run, runs.SCOPE, report)
     meta["usage"] = usage_by_backend(annotators)
     save_meta(run, meta)
     return report

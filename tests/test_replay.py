@@ -22,7 +22,7 @@ from derivaudit.replay import (
     noise_lists,
     pick_threshold,
 )
-from derivaudit.scan import read_jsonl
+from derivaudit.runs import read_jsonl
 from derivaudit.views import VIEWS, Memory, evidence_block
 
 runner = CliRunner()

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from derivaudit.cli import app
 from derivaudit.report import ReportError, build, evaluate_gates, parse_gate, validate
-from derivaudit.scan import read_jsonl
+from derivaudit.runs import read_jsonl
 
 runner = CliRunner()
 FIX = Path(__file__).resolve().parent.parent / "fixtures"

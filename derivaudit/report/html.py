@@ -17,9 +17,10 @@ from typing import Any
 
 import orjson
 
+from .. import runs
 from . import plots
-from .report import _ci, _num, change_rows, gate_setting, pct
-from .scan import read_jsonl
+from .build import _num, gate_setting
+from .text import _ci, change_rows, pct
 
 VIEW_KEYS = {"citation_only": "co", "expanded": "ex"}
 
@@ -42,16 +43,12 @@ def _r3(x: Any) -> float | None:
 def drilldown_data(run: Path, score_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Compact per-write data: turns stored once per conversation, obligations with the primitives
     of A, B and the adjudicator per view, passages per view, and each replayed setting's score."""
-    labels = read_jsonl(run / "labels.jsonl")
-    views = {r["write_id"]: r for r in read_jsonl(run / "views.jsonl")} if (run / "views.jsonl").exists() else {}
-    obls = ({r["write_id"]: r["obligations"] for r in read_jsonl(run / "obligations.jsonl")}
-            if (run / "obligations.jsonl").exists() else {})
-    prims: dict[tuple[str, str], dict[str, Any]] = {}
-    if (run / "primitives.jsonl").exists():
-        for p in read_jsonl(run / "primitives.jsonl"):
-            prims[(p["obligation_id"], p["view"])] = p
+    labels = runs.read_rows(run, runs.LABELS)
+    views = {r["write_id"]: r for r in runs.read_rows_if(run, runs.VIEWS)}
+    obls = {r["write_id"]: r["obligations"] for r in runs.read_rows_if(run, runs.OBLIGATIONS)}
+    prims = {(p["obligation_id"], p["view"]): p for p in runs.read_rows_if(run, runs.PRIMITIVES)}
     if score_rows is None:
-        score_rows = read_jsonl(run / "replay_scores.jsonl") if (run / "replay_scores.jsonl").exists() else []
+        score_rows = runs.read_rows_if(run, runs.REPLAY_SCORES)
     settings = list(dict.fromkeys(s["setting"] for s in score_rows))
     col = {k: i for i, k in enumerate(settings)}
     scores: dict[str, list[Any]] = {}
@@ -111,7 +108,7 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
     r = report["run"]
     rp = report.get("replay") or {}
     rows_by_setting: dict[str, list[dict[str, Any]]] = {}
-    score_rows = read_jsonl(run / "replay_scores.jsonl") if (run / "replay_scores.jsonl").exists() else []
+    score_rows = runs.read_rows_if(run, runs.REPLAY_SCORES)
     for s in score_rows:
         rows_by_setting.setdefault(s["setting"], []).append(s)
     figs = []
@@ -290,3 +287,7 @@ load().then(x => { DATA = x; document.getElementById("q").addEventListener("inpu
   document.body.dataset.ready = "1"; });
 </script></body></html>
 """
+
+
+def html_bytes(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) -> bytes:
+    return render(report, list(gates or [])).encode()

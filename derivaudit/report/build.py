@@ -1,0 +1,185 @@
+"""Building the report document: one dict per run (or pair of runs) that follows
+`schemas/report.v1.schema.json`. The renderers only present this dict, so every format shows the
+same numbers; gates (`--fail-if`) read its flat `metrics` map, documented in METRICS."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import __version__, runs
+from ..runs import RunError
+from ..stats import SCOPE_HELP, cluster_bootstrap_ci, group_counts, rates
+
+SCHEMA_VERSION = 1
+SCHEMA_FILE = Path(__file__).parent.parent / "schemas" / "report.v1.schema.json"
+GATE_SETTINGS = ("obligation/expanded", "holistic/expanded")  # the first present one backs the bare replay names
+
+# name -> what it means; scope names are conversation-balanced shares (`<name>.weighted` for write-weighted)
+METRICS: dict[str, str] = {
+    **{k: v for k, v in SCOPE_HELP.items()},
+    "unsupported_admitted": "unsupported memories admitted by the gate setting (obligation/expanded, else "
+                            "holistic/expanded); `unsupported_admitted@VIEW/EVIDENCE` for another setting",
+    "valid_kept": "valid memories kept by the gate setting; `valid_kept@VIEW/EVIDENCE` likewise",
+    "auc": "ROC AUC of the gate setting's log-odds; `auc@VIEW/EVIDENCE` likewise",
+    "kappa_label": "Cohen's kappa of annotators A and B on obligation labels",
+    "agreement_label": "share of obligation labels on which A and B agree",
+    "adjudication_rate": "share of obligation items sent to the adjudicator",
+    "decomposition_failure_rate": "share of writes whose decomposition fell back to the whole record",
+    "scoring_errors": "scoring errors in the scan plus those in the replay",
+    "skipped_records": "input records skipped as invalid",
+    "writes": "writes in the run",
+}
+
+
+ReportError = RunError  # bad input or usage: exit code 2
+
+
+# ---------------------------------------------------------------- building
+
+
+def build(run: str | Path, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """The report of one run folder (scan required, replay optional)."""
+    run = Path(run)
+    runs.require(run, (runs.LABELS, runs.SCOPE, runs.META), f"run `derivaudit scan LOG.jsonl -o {run}` first")
+    meta = runs.load_meta(run)
+    labels = runs.read_rows(run, runs.LABELS)
+    scan_report = runs.read_json(run, runs.SCOPE)
+    labeled = [r for r in labels if r["citation_label"] and r["expanded_label"]]
+    scope = rates(labeled)
+    cis = cluster_bootstrap_ci(labeled, reps=reps, seed=seed)
+    for k, v in scope.items():
+        v["balanced_ci"] = list(cis[k])
+        v["meaning"] = SCOPE_HELP[k]
+    diffs = [(k, v["difference"]) for k, v in scope.items() if v["difference"] is not None]
+    largest = max(diffs, key=lambda kv: abs(kv[1])) if diffs else (None, None)
+    replay = runs.read_json_if(run, runs.REPLAY)
+    if replay is not None and not isinstance(replay.get("settings"), dict):
+        raise ReportError(f"{runs.path(run, runs.REPLAY)}: no 'settings' table; rerun `derivaudit replay {run}`")
+    report: dict[str, Any] = {
+        "schema": "derivaudit-report",
+        "schema_version": SCHEMA_VERSION,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "derivaudit": __version__,
+        "run": {**_run_meta(run, meta, labels), "replay_model": (replay or {}).get("model")},
+        "scope": scope,
+        "largest_weighting_difference": {"metric": largest[0], "difference": largest[1]},
+        "per_conversation": _per_conversation(labeled),
+        "agreement": scan_report.get("agreement", {}),
+        "decomposition": scan_report.get("decomposition", {}),
+        "labels": scan_report.get("labels", {}),
+        "scoring_errors": {"scan": scan_report.get("scoring_errors", 0),
+                           "replay": {k: v.get("scoring_errors", 0)
+                                      for k, v in (replay or {}).get("settings", {}).items()}},
+        "skipped_records": meta.get("skipped_records", []),
+        "replay": replay,
+        "bootstrap": {"reps": reps, "seed": seed, "unit": "conversation", "interval": 0.95},
+    }
+    report["metrics"] = flat_metrics(report)
+    return report
+
+
+def _run_meta(run: Path, meta: dict[str, Any], labels: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "path": str(run),
+        "derivaudit": meta.get("derivaudit"),
+        "input_files": meta.get("input_files", []),
+        "input_sha": meta.get("input_sha"),
+        "selection": meta.get("selection", {}),
+        "annotators": meta.get("annotators", {}),
+        "evidence": meta.get("evidence", {}),
+        "config": meta.get("config"),
+        "timings": meta.get("timings", {}),
+        "usage": meta.get("usage", []),
+        "writes": len(labels),
+        "conversations": len({r["conversation_id"] for r in labels}),
+        "scanned_at": runs.modified_at(run, runs.LABELS),
+        "replayed_at": runs.modified_at(run, runs.REPLAY),
+    }
+
+
+def _per_conversation(labeled: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups, sizes, counts = group_counts(labeled)
+    return [{"conversation_id": g, "writes": size,
+             **{k: (float(hits[i] / n[i]) if n[i] > 0 else None) for k, (hits, n) in counts.items()}}
+            for i, (g, size) in enumerate(zip(groups, sizes, strict=True))]
+
+
+def gate_setting(report: dict[str, Any]) -> str | None:
+    settings = (report.get("replay") or {}).get("settings", {})
+    return next((s for s in GATE_SETTINGS if s in settings), next(iter(settings), None))
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None if x is None else float(x)
+    if isinstance(x, int | float):
+        return float(x)
+    if isinstance(x, str):  # infinities are written as strings in replay.json
+        try:
+            return float(x)
+        except ValueError:
+            return None
+    return None
+
+
+def flat_metrics(report: dict[str, Any]) -> dict[str, float | None]:
+    """The names `--fail-if` accepts, each with this run's value (None when the run cannot tell)."""
+    m: dict[str, float | None] = {}
+    for k, v in report["scope"].items():
+        m[k] = v["balanced"]
+        m[f"{k}.weighted"] = v["weighted"]
+    settings = (report.get("replay") or {}).get("settings", {})
+    gate = gate_setting(report)
+    for key, s in settings.items():
+        for name in ("unsupported_admitted", "valid_kept", "auc"):
+            m[f"{name}@{key}"] = _num(s.get(name))
+    if gate:
+        for name in ("unsupported_admitted", "valid_kept", "auc"):
+            m[name] = m[f"{name}@{gate}"]
+    ag = report.get("agreement", {})
+    m["kappa_label"] = _num(ag.get("label", {}).get("kappa"))
+    m["agreement_label"] = _num(ag.get("label", {}).get("agreement"))
+    m["adjudication_rate"] = _num(ag.get("adjudication_rate"))
+    m["decomposition_failure_rate"] = _num(report.get("decomposition", {}).get("failure_rate"))
+    se = report["scoring_errors"]
+    m["scoring_errors"] = float(se["scan"] + sum(se["replay"].values()))
+    m["skipped_records"] = float(len(report["skipped_records"]))
+    m["writes"] = float(report["run"]["writes"])
+    return m
+
+
+def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """Attach the baseline's metrics and the change (current − baseline) of every shared metric."""
+    a, b = current["metrics"], baseline["metrics"]
+    change = {k: (a[k] - b[k] if a.get(k) is not None and b.get(k) is not None else None) for k in a if k in b}
+    current["baseline"] = {"run": baseline["run"], "metrics": b}
+    current["change"] = change
+    return current
+
+
+def to_json(report: dict[str, Any]) -> bytes:
+    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def validate(report: dict[str, Any]) -> None:
+    """Check a report against the packaged JSON Schema (raises jsonschema.ValidationError)."""
+    import jsonschema
+
+    schema = orjson.loads(SCHEMA_FILE.read_bytes())
+    jsonschema.validate(orjson.loads(to_json(report)), schema)
+
+
+def flagged(run: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Writes unsupported or contradicted in the expanded view (what JUnit fails and reports list)."""
+    out = [r for r in runs.read_rows(run, runs.LABELS)
+           if r["expanded_label"] in ("unsupported", "contradicted") and not r["unresolved"]]
+    return out[:limit] if limit is not None else out
+
+
+def json_bytes(report: dict[str, Any], gates: Sequence[dict[str, Any]] = ()) -> bytes:
+    return to_json(report)

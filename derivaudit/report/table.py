@@ -1,0 +1,111 @@
+"""The report as rich tables in a terminal (`--format table`, and the summaries of scan, annotate
+and replay). Every untrusted string goes through rich's `escape`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .build import flagged
+from .text import change_rows
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
+
+
+def _ci(ci: Any) -> str:
+    if not ci or ci[0] is None:
+        return ""
+    return f" ({ci[0]:.0%}–{ci[1]:.0%})"
+
+
+
+def print_scope(out: Console, report: dict[str, Any]) -> None:
+    t = Table(title="Evidence scope (expanded view unless noted; metric meanings in the README)",
+              title_justify="left")
+    t.add_column("metric", no_wrap=True)
+    for col in ("conv-balanced", "write-weighted", "difference", "writes"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for name, v in report["scope"].items():
+        diff = "–" if v["difference"] is None else f"{v['difference']:+.3f}"
+        t.add_row(name, _pct(v["balanced"]), _pct(v["weighted"]), diff, str(v["n_writes"]))
+    out.print(t)
+    lw = report["largest_weighting_difference"]
+    if lw["metric"]:
+        out.print(f"largest balanced-vs-weighted difference: {lw['metric']} {lw['difference']:+.3f}")
+    ag = report["agreement"]
+    kap = ", ".join(
+        f"{k} {_pct(ag[k]['agreement'])} (κ {'–' if ag[k]['kappa'] is None else format(ag[k]['kappa'], '.2f')})"
+        for k in ("D", "E", "R", "label"))
+    out.print(f"annotator agreement: {kap}; adjudicated {ag['adjudicated']}/{ag['items']} "
+              f"({_pct(ag['adjudication_rate'])})")
+    dec = report["decomposition"]
+    out.print(f"decomposition: {dec['ok']} ok, {dec['retried']} after retry, {dec['fallback']} failed "
+              f"(audited as the whole record; failure rate {_pct(dec['failure_rate'])}); "
+              f"{dec['obligations']} obligations; scoring errors: {report['scoring_errors']}")
+
+
+def print_replay(out: Console, report: dict[str, Any]) -> None:
+    points = sorted({m["operating_point"] for m in report["settings"].values()})
+    t = Table(title=f"Admission replay — operating point {report['operating_point']} ({', '.join(points)}), "
+                    f"split views combined by {report['combine']}; 95% bootstrap CIs over conversations",
+              title_justify="left")
+    for col in ("setting", "valid kept", "unsupported admitted", "n+/n−", "AUC", "err", "repaired kept"):
+        t.add_column(col, justify="left" if col == "setting" else "right", no_wrap=True)
+    for name, m in report["settings"].items():
+        auc = "–" if m["auc"] is None else f"{m['auc']:.2f}"
+        t.add_row(name, _pct(m["valid_kept"]) + _ci(m["valid_kept_ci"]),
+                  _pct(m["unsupported_admitted"]) + _ci(m["unsupported_admitted_ci"]),
+                  f"{m['n_pos']}/{m['n_neg']}", auc, str(m["scoring_errors"]), f"{m['repaired_kept']}/{m['repaired']}")
+    out.print(t)
+    excluded = {k: max(m["excluded"][k] for m in report["settings"].values()) for k in ("ambiguous", "unresolved")}
+    out.print(f"excluded from ground truth (at most, per setting): ambiguous {excluded['ambiguous']}, "
+              f"unresolved {excluded['unresolved']}")
+    for d in report.get("differences", []):
+        if d["difference"] is not None:
+            out.print(f"{d['metric']}: {escape(d['from'])} → {escape(d['to'])}: {d['difference']:+.1%}{_ci(d['ci'])}"
+                      f" (n={d['n']})")
+    nz = report.get("noise")
+    if nz:
+        lv = ", ".join(f"+{k}: mean log-odds {'–' if v['mean_logodds'] is None else format(v['mean_logodds'], '.3f')}"
+                       f", admitted {_pct(v['admitted_argmax'])}" for k, v in nz["levels"].items())
+        out.print(f"noise probe ({nz['writes']} supported writes; {nz['skipped_too_few_extras']} with too few "
+                  f"extras): {lv}")
+
+
+def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
+    r = report["run"]
+    out.print(f"[bold]derivaudit report[/bold] — {r['writes']} writes, {r['conversations']} conversations, "
+              f"{escape(str(r['path']))}")
+    t = Table(title="Scope: conversation-balanced with a 95% bootstrap interval over conversations; write-weighted "
+                    "beside it", title_justify="left")
+    t.add_column("metric", no_wrap=True)
+    for col in ("balanced", "95% CI", "write-weighted", "writes"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for name, v in report["scope"].items():
+        lo, hi = v["balanced_ci"]
+        t.add_row(name, _pct(v["balanced"]), "–" if lo is None else f"{lo:.1%}–{hi:.1%}", _pct(v["weighted"]),
+                  str(v["n_writes"]))
+    out.print(t)
+    if report.get("replay"):
+        print_replay(out, report["replay"])
+    if "change" in report:
+        c = Table(title=f"Change against the baseline {escape(report['baseline']['run']['path'])}",
+                  title_justify="left")
+        for col in ("metric", "baseline", "this run", "change"):
+            c.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
+        for row in change_rows(report, dash="–"):
+            c.add_row(*row)
+        out.print(c)
+    bad = flagged(Path(r["path"]))
+    if bad:
+        out.print(f"[bold]Unsupported or contradicted after expansion[/bold] ({len(bad)}):")
+        for w in bad[:top]:
+            out.print(f"  {escape(w['expanded_label'])} {escape(w['write_id'])}: {escape(' '.join(w['text'].split()))}")
+        if len(bad) > top:
+            out.print(f"  ... and {len(bad) - top} more (--format csv or export for all)")

@@ -1,0 +1,195 @@
+"""Text formats of the report: CSV (one row per metric), Markdown (for a PR comment) and JUnit XML
+(one test case per write). Untrusted memory text is made inert in each."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import runs
+from ..safe import neutralise
+from .build import _num, flagged
+
+
+def metric_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per metric: the long table behind CSV and Markdown."""
+    rows = []
+    for k, v in report["scope"].items():
+        lo, hi = v["balanced_ci"]
+        rows.append({"section": "scope", "metric": k, "setting": "", "balanced": v["balanced"], "ci_low": lo,
+                     "ci_high": hi, "weighted": v["weighted"], "n": v["n_writes"]})
+    for key, s in (report.get("replay") or {}).get("settings", {}).items():
+        for name in ("valid_kept", "unsupported_admitted"):
+            lo, hi = s.get(f"{name}_ci") or (None, None)
+            rows.append({"section": "replay", "metric": name, "setting": key, "balanced": s.get(name), "ci_low": lo,
+                         "ci_high": hi, "weighted": None, "n": s.get("n_pos" if name == "valid_kept" else "n_neg")})
+        rows.append({"section": "replay", "metric": "auc", "setting": key, "balanced": _num(s.get("auc")),
+                     "ci_low": None, "ci_high": None, "weighted": None, "n": None})
+    for name, value in report.get("change", {}).items():
+        rows.append({"section": "change", "metric": name, "setting": "", "balanced": value, "ci_low": None,
+                     "ci_high": None, "weighted": None, "n": None})
+    return rows
+
+
+def to_csv(report: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    rows = metric_rows(report)
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["section", "metric"], lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: neutralise(v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------- Markdown
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+def md_escape(text: Any) -> str:
+    """Inert in GitHub Markdown: HTML entities for <, >, &, backslashes before Markdown syntax, one line."""
+    s = " ".join(str(text).split())
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", s)
+
+
+def pct(x: Any) -> str:
+    x = _num(x)
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _ci(ci: Sequence[Any] | None) -> str:
+    if not ci or ci[0] is None:
+        return "—"
+    return f"{pct(ci[0])}–{pct(ci[1])}"
+
+
+
+
+def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), top: int = 10) -> str:
+    r = report["run"]
+    lines = [f"## derivaudit report — {r['writes']} writes, {r['conversations']} conversations", ""]
+    if gates:
+        lines += ["| gate | value | result |", "|---|---|---|"]
+        for g in gates:
+            v = "n/a" if g["value"] is None else f"{g['value']:.4g}"
+            lines.append(f"| `{md_escape(g['expr'])}` | {v} | {'❌ failed' if g['failed'] else '✅ passed'} |")
+        lines.append("")
+    lines += ["### Scope (conversation-balanced, 95% bootstrap interval over conversations)", "",
+              "| metric | balanced | 95% CI | write-weighted | n writes |", "|---|---:|---|---:|---:|"]
+    for k, v in report["scope"].items():
+        lines.append(f"| {k} | {pct(v['balanced'])} | {_ci(v['balanced_ci'])} | {pct(v['weighted'])} | "
+                     f"{v['n_writes']} |")
+    rp = report.get("replay")
+    if rp:
+        lines += ["", f"### Admission replay (operating point {md_escape(rp.get('operating_point'))}, "
+                      f"combine {md_escape(rp.get('combine'))})", "",
+                  "| view / evidence | valid kept | 95% CI | unsupported admitted | 95% CI | AUC | pos | neg |",
+                  "|---|---:|---|---:|---|---:|---:|---:|"]
+        for key, s in rp.get("settings", {}).items():
+            auc = _num(s.get("auc"))
+            lines.append(f"| {md_escape(key)} | {pct(s.get('valid_kept'))} | {_ci(s.get('valid_kept_ci'))} | "
+                         f"{pct(s.get('unsupported_admitted'))} | {_ci(s.get('unsupported_admitted_ci'))} | "
+                         f"{'—' if auc is None else f'{auc:.3f}'} | {s.get('n_pos')} | {s.get('n_neg')} |")
+    if "change" in report:
+        lines += ["", "### Change against the baseline", "", "| metric | baseline | this run | change |",
+                  "|---|---:|---:|---:|"]
+        lines += [f"| {' | '.join(row)} |" for row in change_rows(report)]
+    ag = report.get("agreement", {})
+    if ag:
+        lines += ["", "### Annotators", "", "| primitive | agreement | Cohen's κ |", "|---|---:|---:|"]
+        for p in ("D", "E", "R", "label"):
+            if p in ag:
+                k = _num(ag[p].get("kappa"))
+                lines.append(f"| {p} | {pct(ag[p].get('agreement'))} | {'—' if k is None else f'{k:.2f}'} |")
+        lines.append(f"\nAdjudicated {ag.get('adjudicated')} of {ag.get('items')} items "
+                     f"({pct(ag.get('adjudication_rate'))}).")
+    bad = flagged(Path(r["path"]))
+    if bad:
+        lines += ["", f"### Unsupported or contradicted after expansion ({len(bad)})", ""]
+        for w in bad[:top]:
+            lines.append(f"- **{md_escape(w['expanded_label'])}** `{md_escape(w['write_id'])}`: {md_escape(w['text'])}")
+        if len(bad) > top:
+            lines.append(f"- … and {len(bad) - top} more")
+    skipped = report.get("skipped_records") or []
+    lines += ["", f"Scoring errors: {int(report['metrics']['scoring_errors'] or 0)}; skipped records: {len(skipped)}."]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(x: Any, dash: str = "—", sign: str = "") -> str:
+    return dash if x is None else f"{x:{sign}.4g}"
+
+
+def change_rows(report: dict[str, Any], dash: str = "—") -> list[list[str]]:
+    """[metric, baseline, this run, change] for the headline metrics (no per-setting or weighted
+    variants), formatted once for every renderer."""
+    base, cur = report["baseline"]["metrics"], report["metrics"]
+    return [[k, _fmt(base.get(k), dash), _fmt(cur.get(k), dash), _fmt(d, dash, "+")]
+            for k, d in report["change"].items() if "@" not in k and not k.endswith(".weighted")]
+
+
+# ---------------------------------------------------------------- JUnit
+
+
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _x(text: Any) -> str:
+    return _XML_BAD.sub("\ufffd", str(text))
+
+
+def to_junit(report: dict[str, Any]) -> str:
+    """One test case per write, grouped in one suite per conversation: failing when the memory is
+    unsupported or contradicted in the expanded view, skipped when it is ambiguous or unresolved."""
+    import xml.etree.ElementTree as ET
+
+    run = Path(report["run"]["path"])
+    labels = runs.read_rows(run, runs.LABELS)
+    root = ET.Element("testsuites", name="derivaudit")
+    suites: dict[str, ET.Element] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for r in labels:
+        conv = r["conversation_id"]
+        if conv not in suites:
+            suites[conv] = ET.SubElement(root, "testsuite", name=_x(f"derivaudit.{conv}"))
+            counts[conv] = {"tests": 0, "failures": 0, "skipped": 0}
+        case = ET.SubElement(suites[conv], "testcase", classname=_x(f"derivaudit.{conv}"), name=_x(r["write_id"]))
+        counts[conv]["tests"] += 1
+        label = r["expanded_label"]
+        obligations = (r.get("expanded") or {}).get("obligations", {})
+        detail = (f"expanded view: {label}; citation-only view: {r['citation_label']}\n"
+                  + "".join(f"  {oid}: {lab}\n" for oid, lab in obligations.items()))
+        if label in ("unsupported", "contradicted") and not r["unresolved"]:
+            f = ET.SubElement(case, "failure", message=_x(f"memory is {label} in the expanded view"), type=label)
+            f.text = _x(detail)
+            counts[conv]["failures"] += 1
+        elif r["unresolved"] or label in ("ambiguous", None):
+            ET.SubElement(case, "skipped", message=_x("unresolved (search-limited)" if r["unresolved"]
+                                                      else f"{label or 'unlabeled'}: no reference verdict"))
+            counts[conv]["skipped"] += 1
+        out = ET.SubElement(case, "system-out")
+        out.text = _x(f"{r['text']}\n{detail}")
+    for conv, el in suites.items():
+        for k, v in counts[conv].items():
+            el.set(k, str(v))
+    root.set("tests", str(sum(c["tests"] for c in counts.values())))
+    root.set("failures", str(sum(c["failures"] for c in counts.values())))
+    root.set("skipped", str(sum(c["skipped"] for c in counts.values())))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def markdown_bytes(report: dict[str, Any], gates: Sequence[dict[str, Any]] = ()) -> bytes:
+    return to_markdown(report, gates).encode()
+
+
+def csv_bytes(report: dict[str, Any], gates: Sequence[dict[str, Any]] = ()) -> bytes:
+    return to_csv(report).encode()
+
+
+def junit_bytes(report: dict[str, Any], gates: Sequence[dict[str, Any]] = ()) -> bytes:
+    return to_junit(report).encode()
