@@ -529,6 +529,7 @@ def replay(
     from .replay import replay as run_replay
     from .report.table import print_replay
 
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",))
     try:
         settings = parse_settings(view, evidence, setting)
         check_options(combine_rule, point)
@@ -536,7 +537,6 @@ def replay(
         runs.require(run, (runs.LABELS, runs.VIEWS, runs.OBLIGATIONS), f"run `derivaudit scan ... -o {run}` first")
     except ValueError as e:
         _bad(str(e))
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",))
     with _pool(not no_cache) as pool, _backend_errors():
         be = pool.get(roles.spec("verifier"))
         with _progress() as bar:

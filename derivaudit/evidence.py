@@ -58,6 +58,10 @@ class EvidenceSettings:
         return {"max_retrieved": self.max_retrieved, "max_passages": self.max_passages,
                 "limit_floor": self.limit_floor, "tokenizer": "lower+\\w+-stopwords", "ranker": "BM25Okapi"}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvidenceSettings:
+        return cls(**{k: d[k] for k in ("max_retrieved", "max_passages", "limit_floor") if k in d})
+
 
 @dataclass(frozen=True, slots=True)
 class Views:

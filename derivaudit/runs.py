@@ -61,7 +61,7 @@ def require(run: str | Path, names: Sequence[str], hint: str) -> None:
     """Raise RunError naming the first missing file; `hint` says which command makes it."""
     run = Path(run)
     if not run.is_dir():
-        raise RunError(f"{run}: no such run folder")
+        raise RunError(f"{run}: no such run folder ({run / names[0]} is missing: {hint})")
     for name in names:
         if not (run / name).exists():
             raise RunError(f"{run / name} is missing: {hint}")

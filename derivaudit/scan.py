@@ -72,7 +72,7 @@ class ScanConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], until: str = "labels") -> ScanConfig:
-        return cls(evidence=EvidenceSettings(**d.get("evidence", {})), limit=d.get("limit"),
+        return cls(evidence=EvidenceSettings.from_dict(d.get("evidence", {})), limit=d.get("limit"),
                    conversations=d.get("conversations"), chunk=d.get("chunk", 8), until=until,
                    models=ModelRoles.from_dict(d.get("models", {})), files=list(d.get("files", [])),
                    history=list(d.get("history", [])), use_cache=d.get("use_cache", True),

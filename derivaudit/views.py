@@ -7,7 +7,8 @@ the same evidence block (`prompts/evidence.txt`) so backends can share its prefi
 "Answer with one word, yes or no."
 
 To add a view: write `prompts/view_mine.txt` with the placeholders you need and call
-`register(View("mine", "what it asks", parts=lambda m: [{"claim": ...}], split=True))`.
+`register(View("mine", "what it asks", parts=lambda m: [{"claim": ...}], split=True))`, or register
+"mypkg.views:MINE" by name in VIEWS to import it only when chosen.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from . import templates
 from .models.base import Prompt
 from .records import Turn
+from .registry import Registry
 
 ANSWER_SUFFIX = "Answer with one word, yes or no."
 
@@ -56,12 +58,11 @@ class View:
                 for fields in self.parts(memory)]
 
 
-VIEWS: dict[str, View] = {}
+VIEWS = Registry("view")
 
 
 def register(view: View) -> View:
-    VIEWS[view.name] = view
-    return view
+    return VIEWS.register(view.name, view)
 
 
 register(View("holistic", "one question about the whole record"))
@@ -98,6 +99,4 @@ def evidence_block(record: str, passages: Sequence[Turn | dict[str, Any]]) -> st
 
 
 def get_view(name: str) -> View:
-    if name not in VIEWS:
-        raise KeyError(f"unknown view {name!r} (known: {', '.join(VIEWS)})")
-    return VIEWS[name]
+    return VIEWS.get(name)

@@ -19,3 +19,14 @@ def locomo_path() -> Path:
     if not LOCOMO.exists():
         pytest.skip(f"LoCoMo not present at {LOCOMO}")
     return LOCOMO
+
+
+@pytest.fixture(scope="session")
+def synth_run(tmp_path_factory) -> Path:
+    """A small synthetic scan + replay run folder (benchmarks/synth_run.py): real files, no model."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("synth_run", ROOT / "benchmarks" / "synth_run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.make(tmp_path_factory.mktemp("synth") / "run", writes=40, conversations=4, seed=3, reps=200)

@@ -100,6 +100,34 @@ def test_check_on_the_embedded_model(fixtures):
     assert doc["passages"] == 2 and doc["model"]["backend"] == "transformers"
 
 
+@pytest.mark.slow
+def test_check_and_admit_are_one_library_path(fixtures, tmp_path, monkeypatch):
+    monkeypatch.setenv("DERIVAUDIT_CACHE", str(tmp_path / "cache.sqlite"))
+    from derivaudit import admit
+    from derivaudit.io import read_passages
+
+    record = "Alex is moving to Boston for the new job."
+    passages = read_passages(fixtures / "passages.txt")
+    for split in ("record", "decompose"):
+        r = run("check", "--record", record, "--evidence", fixtures / "passages.txt", "--view", "atomic",
+                "--split", split, "--format", "json")
+        assert r.exit_code == 0, r.output
+        v = admit(record, passages, view="atomic", split=split)
+        assert orjson.loads(r.stdout)["logodds"] == pytest.approx(v["score"])
+        assert v["verdict"]["logodds"] == pytest.approx(v["score"])  # min over parts decides
+    assert admit(record, passages, view="atomic", split="record")["obligations"] == [["fact", record]]
+
+
+def test_model_roles_usage_errors(fixtures, tmp_path):
+    r = run("scan", fixtures / "memories.jsonl", "-o", tmp_path / "r", "--model-role", "critic=x")
+    assert r.exit_code == 2 and "unknown role 'critic'" in r.output
+    r = run("replay", tmp_path / "r", "--model-role", "annotator_b=x")
+    assert r.exit_code == 2 and "unknown role" in r.output
+    r = run("scan", fixtures / "memories.jsonl", "-o", tmp_path / "r", "--base-url", "http://127.0.0.1:9/v1")
+    assert r.exit_code == 2 and "only for --backend openai" in r.output
+    assert not (tmp_path / "r").exists()
+
+
 def test_check_bad_inputs(fixtures, tmp_path):
     r = run("check", "--record", "x", "--evidence", tmp_path / "none.txt")
     assert r.exit_code == 2 and "cannot read evidence" in r.output

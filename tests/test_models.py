@@ -41,6 +41,41 @@ def test_word_variants():
     assert set(word_variants("yes")) == {"yes", " yes", "Yes", " Yes", "YES", " YES"}
 
 
+# ---------------------------------------------------------------- model specs and named roles
+
+
+def test_roles_parse_backend_and_model_and_inherit_the_default():
+    from derivaudit.models import ModelRoles, ModelSpec, parse_role
+
+    default = ModelSpec("openai", "big", ("http://gpu1:8000/v1",), 20)
+    assert parse_role("annotator_b=small", default) == ("annotator_b", ModelSpec("openai", "small",
+                                                                                 ("http://gpu1:8000/v1",), 20))
+    assert parse_role("adjudicator=transformers:judge.gguf", default) == (
+        "adjudicator", ModelSpec("transformers", "judge.gguf"))
+    assert parse_role("annotator_b=qwen2.5:7b", default)[1].model == "qwen2.5:7b"  # not a backend: part of the name
+    roles = ModelRoles.parse(ModelSpec(), ["annotator_b=other.gguf"])
+    assert roles.spec("annotator_a") == ModelSpec() and roles.spec("annotator_b").model == "other.gguf"
+    assert ModelRoles.from_dict(roles.to_dict()) == roles
+
+
+@pytest.mark.parametrize("bad", ["annotator_b", "critic=x", "annotator_b=", "annotator_b=vllm:", "=x"])
+def test_bad_roles_are_usage_errors(bad):
+    from derivaudit.models import ModelSpec, parse_role
+
+    with pytest.raises(BackendError, match="--model-role"):
+        parse_role(bad, ModelSpec())
+
+
+def test_spec_checks_backend_and_base_url():
+    from derivaudit.models import ModelSpec
+
+    with pytest.raises(BackendError, match="unknown backend"):
+        ModelSpec("nope", "m")
+    with pytest.raises(BackendError, match="only for --backend openai"):
+        ModelSpec("transformers", "m", ("http://x",))
+    assert ModelSpec("openai", "m").options()["base_urls"] == ["http://127.0.0.1:8000/v1"]
+
+
 # ---------------------------------------------------------------- the real model
 
 @pytest.fixture(scope="module")

@@ -237,3 +237,18 @@ def test_html_in_headless_chromium(run, tmp_path):
         browser.close()
     assert problems == []
     assert (shots / "report.png").stat().st_size > 10_000
+
+
+def test_report_export_and_light_paths_import_no_pipeline_or_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, derivaudit.report, derivaudit.export, derivaudit.runs, derivaudit.cli, "
+            "derivaudit.models.openai, derivaudit.models.cache\n"
+            "bad = [m for m in ('torch', 'transformers', 'derivaudit.scan', 'derivaudit.annotate', "
+            "'derivaudit.models.hf') if m in sys.modules]\n"
+            "assert not bad, bad\n"
+            "import derivaudit.report, derivaudit.export\n"
+            "print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

@@ -12,8 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from derivaudit.cli import app
-from derivaudit.runs import Stage, read_jsonl
-from derivaudit.safe import neutralise
+from derivaudit.runs import read_jsonl
 
 runner = CliRunner()
 N = 4
@@ -104,17 +103,6 @@ def test_resume_after_interruption(scanned, tmp_path):
     assert read_jsonl(copy / "primitives.jsonl") == read_jsonl(run / "primitives.jsonl")
 
 
-def test_stage_drops_a_cut_off_line_and_stale_partials(tmp_path):
-    st = Stage(tmp_path, "x", "fp1", {})
-    with st.appender() as append:
-        append([{"a": 1}, {"a": 2}])
-    with (tmp_path / "x.partial.jsonl").open("ab") as fh:
-        fh.write(b'{"a": 3')
-    assert Stage(tmp_path, "x", "fp1", {}).resumed() == [{"a": 1}, {"a": 2}]
-    assert Stage(tmp_path, "x", "other", {}).resumed() == []
-    assert not (tmp_path / "x.partial.jsonl").exists()
-
-
 @pytest.mark.slow
 def test_export_csv(scanned, tmp_path):
     run, _, _ = scanned
@@ -131,14 +119,6 @@ def test_export_csv(scanned, tmp_path):
     assert {"E_turns", "R_turns"} <= set(rows[0])
     r = runner.invoke(app, ["export", str(tmp_path / "nope"), str(tmp_path / "x.csv")])
     assert r.exit_code == 2 and "missing" in r.output
-
-
-@pytest.mark.parametrize(("value", "safe"), [
-    ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"), ("+1", "'+1"), ("-2", "'-2"), ("@SUM(A1)", "'@SUM(A1)"),
-    ("\tx", "'\tx"), ("\rx", "'\rx"), ("plain", "plain"), (3, 3), (None, None),
-])
-def test_formula_cells_are_neutralised(value, safe):
-    assert neutralise(value) == safe
 
 
 def test_scan_bad_input(tmp_path):
@@ -171,3 +151,26 @@ def test_stage_commands(tmp_path, monkeypatch):
     assert len(read_jsonl(run / "labels.jsonl")) == 2
     r = runner.invoke(app, ["annotate", str(tmp_path)])
     assert r.exit_code == 2 and "not a run folder" in r.output
+
+
+def test_scan_config_round_trips_and_reads_old_option_dicts():
+    from derivaudit.evidence import EvidenceSettings
+    from derivaudit.models import ModelRoles, ModelSpec
+    from derivaudit.scan import ScanConfig
+
+    cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=0.7), limit=3, conversations=["c"],
+                     models=ModelRoles(ModelSpec(), {"adjudicator": ModelSpec("openai", "j", ("http://h/v1",))}),
+                     files=["/x/log.jsonl"], use_cache=False)
+    back = ScanConfig.from_meta({"config": cfg.to_dict()}, "primitives")
+    assert back.to_dict() == cfg.to_dict() and back.until == "primitives"
+    old = {"files": ["/x/log.jsonl"], "history": [], "limit": 2, "conversation": None, "backend": "transformers",
+           "model": "smollm2", "base_url": None, "top_logprobs": None, "backend_b": None, "model_b": "b.gguf",
+           "adjudicator_backend": None, "adjudicator_model": None, "limit_floor": 0.5, "no_cache": True,
+           "skip_invalid": False}
+    legacy = ScanConfig.from_meta({"cli": old})
+    assert legacy.limit == 2 and not legacy.use_cache
+    assert legacy.models.spec("annotator_b") == ModelSpec("transformers", "b.gguf")
+    assert legacy.models.spec("adjudicator") == ModelSpec()
+    assert ScanConfig.from_meta({}) is None
+    with pytest.raises(ValueError, match="--until"):
+        ScanConfig(until="everything")

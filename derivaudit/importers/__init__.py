@@ -1,8 +1,8 @@
 """Adapters from public datasets and memory systems to the derivaudit memory-log schema.
 
 Each importer is one module with a `convert(path) -> ImportResult` function, registered by name
-below. A source problem (a malformed id, a write that cannot be placed in history) is returned as
-a `Problem`, never guessed around.
+in IMPORTERS ("module:function", imported only when chosen). A source problem (a malformed id, a
+write that cannot be placed in history) is returned as a `Problem`, never guessed around.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import orjson
 
 from ..io import LogError
 from ..records import Problem
+from ..registry import Registry
 
 
 @dataclass
@@ -44,14 +45,15 @@ def read_json(path: str | Path) -> Any:
 Importer = Callable[[str | Path], ImportResult]
 
 
-def _registry() -> dict[str, Importer]:
-    from . import graphiti, locomo, mem0
+IMPORTERS = Registry("importer", {
+    "locomo": "derivaudit.importers.locomo:convert",
+    "mem0": "derivaudit.importers.mem0:convert",
+    "graphiti": "derivaudit.importers.graphiti:convert",
+})
 
-    return {"locomo": locomo.convert, "mem0": mem0.convert, "graphiti": graphiti.convert}
 
-
-def importers() -> dict[str, Importer]:
-    return _registry()
+def importers() -> Registry:
+    return IMPORTERS
 
 
 def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: bool = False):
@@ -63,7 +65,7 @@ def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: 
     if source not in table:
         raise LogError([Problem(str(path), None, None, "bad_value",
                                 f"unknown importer {source!r} (known: {', '.join(sorted(table))})")])
-    res = table[source](path)
+    res = table.get(source)(path)
     rows = [header(f"derivaudit import {source}"), *res.turns, *res.writes]
     log, problems = check_rows(str(out), rows)
     problems = res.problems + problems
