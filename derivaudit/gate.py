@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from .models import DEFAULT_BACKEND, DEFAULT_MODEL, Backend, load_backend
+from .models import Backend, default_backend, default_model, load_backend
 from .records import Write
 from .replay import Case, qa_pairs, score_cases
 from .views import Memory, get_view
@@ -48,7 +48,7 @@ def record_memory(record: str) -> Memory:
 
 
 def admit(record: str, passages: Sequence[str | dict[str, Any]], *, view: str = "obligation",
-          model: str = DEFAULT_MODEL, backend: str = DEFAULT_BACKEND, verifier: Backend | None = None,
+          model: str | None = None, backend: str | None = None, verifier: Backend | None = None,
           obligations: Sequence[tuple[str, str]] | None = None, threshold: float = 0.0,
           combine: str = "min", use_cache: bool = True, split: str = "decompose") -> dict[str, Any]:
     """Score one candidate memory against the passages it was derived from (time order) with one
@@ -60,7 +60,7 @@ def admit(record: str, passages: Sequence[str | dict[str, Any]], *, view: str = 
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
     v = get_view(view)
-    be = verifier or _backend(backend, model, use_cache)
+    be = verifier or _backend(backend or default_backend(), model or default_model(), use_cache)
     if split == "record" and obligations is None:
         memory = record_memory(record)
     else:

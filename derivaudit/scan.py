@@ -237,7 +237,9 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     Stage(run, "labels", _fp(fp_prim), meta).finish(labels)
     report = scope_report(labels, prim_rows, decs)
     report["run"] = {"writes": len(writes), "conversations": len({w.conversation_id for w in writes}),
-                     "skipped_records": len(log.skipped), "seconds": round(time.time() - started, 2)}
+                     "skipped_records": len(log.skipped), "seconds": round(time.time() - started, 2),
+                     "judged_by": {x.role: f"{x.backend.identity().get('model')} ({x.backend.name})"
+                                   for x in annotators}}
     runs.write_json(run, runs.SCOPE, report)
     meta["usage"] = usage_by_backend(annotators)
     save_meta(run, meta)

