@@ -296,10 +296,23 @@ def generate_all(requests: Sequence[tuple[Backend, Prompt]], max_new_tokens: int
     return _per_backend(requests, lambda be, ps: be.generate(ps, max_new_tokens=max_new_tokens, stop=stop))
 
 
-def _subsets(items: Sequence[Item], prims: Sequence[Primitives], backends: Sequence[Backend]) -> None:
-    """Generate the smallest implying subset for every E=yes / R=yes answer; retry once when the
-    answer names no valid passage; record a note if it still does not."""
-    asks = [(k, which) for k, p in enumerate(prims) for which in ("e", "r") if getattr(p, which)]
+def label_subsets(p: Primitives) -> tuple[str, ...]:
+    """The subsets a label rests on: E's for supported (D, E, not R), R's for contradicted (D, R, not
+    E). An ambiguous or insufficient label rests on none."""
+    if p.d and p.e and not p.r:
+        return ("e",)
+    if p.d and p.r and not p.e:
+        return ("r",)
+    return ()
+
+
+def _subsets(items: Sequence[Item], prims: Sequence[Primitives], backends: Sequence[Backend],
+             only: Callable[[Primitives], tuple[str, ...]] | None = None) -> None:
+    """Generate the smallest implying subset for every E=yes / R=yes answer (or, with `only`, for
+    the answers it names); retry once when the answer names no valid passage; record a note if it
+    still does not."""
+    asks = [(k, which) for k, p in enumerate(prims) for which in (only(p) if only else ("e", "r"))
+            if getattr(p, which)]
     pending = asks
     last_error: dict[tuple[int, str], str] = {}
     for attempt in range(2):
@@ -330,7 +343,8 @@ def _subsets(items: Sequence[Item], prims: Sequence[Primitives], backends: Seque
 Asker = tuple[Backend, Callable[[int, Item], str], Callable[[int, Item, str], str]]
 
 
-def _answers(items: Sequence[Item], askers: Sequence[Asker], subsets: bool = True) -> list[list[Primitives]]:
+def _answers(items: Sequence[Item], askers: Sequence[Asker], subsets: bool = True,
+             only: Callable[[Primitives], tuple[str, ...]] | None = None) -> list[list[Primitives]]:
     """For each asker (backend, D prompt, E/R prompt): score D (no evidence) and, where the view has
     passages, E and R (after the shared evidence block); then generate subsets for the yes answers.
     All askers go out together, so annotators on one backend share each evidence prefix. A view
@@ -353,7 +367,7 @@ def _answers(items: Sequence[Item], askers: Sequence[Asker], subsets: bool = Tru
         setattr(p, which, _yes(s, p.notes, which.upper()))
     if subsets:
         _subsets([it for _ in askers for it in items], [p for ps in prims for p in ps],
-                 [be for be, _, _ in askers for _ in items])
+                 [be for be, _, _ in askers for _ in items], only)
     return prims
 
 
@@ -390,7 +404,7 @@ def adjudicate(items: Sequence[Item], a: Sequence[Primitives], b: Sequence[Primi
         adjudicator.backend,
         lambda k, it: templates.render("adjudicate_d", record=it.write.text, **fields(k, it)),
         lambda k, it, which: templates.render(f"adjudicate_{which}", **fields(k, it)),
-    )])[0]
+    )], only=label_subsets)[0]
 
 
 @dataclass
@@ -412,13 +426,15 @@ class Annotation:
 
 def annotate(items: Sequence[Item], a: Annotator, b: Annotator, adjudicator: Annotator) -> list[Annotation]:
     """Two independent annotators; only disagreements (any of D, E, R differs) are adjudicated.
-    B names its implying subsets only where it disagrees with A (the adjudicator sees them)."""
+    Implying subsets are generated only where they are used: on agreement, the one A's label rests
+    on (E's for supported, R's for contradicted); on disagreement, every yes of A and B, since the
+    adjudicator is shown them; the adjudicator's own, again only where its label rests on one."""
     pa, pb = _answers(items, [_asker(a), _asker(b)], subsets=False)  # independent prompts, one round trip
     disagree = [k for k in range(len(items)) if pa[k].answers != pb[k].answers]
-    # Subsets: all of A's (its primitives are final on agreement); B's only where they are shown
-    # to the adjudicator, since on agreement they are never used.
+    shown_ids = {id(pa[k]) for k in disagree} | {id(pb[k]) for k in disagree}
     _subsets([*items, *(items[k] for k in disagree)], [*pa, *(pb[k] for k in disagree)],
-             [a.backend] * len(items) + [b.backend] * len(disagree))
+             [a.backend] * len(items) + [b.backend] * len(disagree),
+             only=lambda p: ("e", "r") if id(p) in shown_ids else label_subsets(p))
     adj = adjudicate([items[k] for k in disagree], [pa[k] for k in disagree], [pb[k] for k in disagree],
                      adjudicator) if disagree else []
     by_k = dict(zip(disagree, adj, strict=True))

@@ -178,6 +178,20 @@ class LlamaCppBackend(Backend):
         llm.input_ids[: len(key)] = key
         llm.n_tokens = len(key)
 
+    def _extend(self, seq: list[int]) -> None:
+        """Evaluate `seq`, keeping every token the context already shares with it (the evidence
+        prefix, and the start of the previous prompt's question: E and R of one obligation share
+        most of theirs). At least the last token is evaluated, for fresh logits. Splitting the
+        evaluation anywhere gives the same logits as evaluating the whole prompt at once."""
+        llm = self.llm
+        cur = llm.input_ids[: llm.n_tokens]
+        n = min(len(cur), len(seq) - 1)
+        same = 0
+        while same < n and cur[same] == seq[same]:
+            same += 1
+        llm.n_tokens = same
+        self._eval(seq[same:])
+
     def _eval(self, tokens: list[int]) -> None:
         if self.llm.n_tokens + len(tokens) > self.n_ctx:
             raise BackendError(f"prompt of {self.llm.n_tokens + len(tokens)} tokens exceeds the context of "
@@ -220,9 +234,9 @@ class LlamaCppBackend(Backend):
         seqs, groups = self._groups(prompts)
         out: list[Score | None] = [None] * len(seqs)
         for ix, common in groups:
-            for i in ix:
-                self._goto(seqs[i][:common])
-                self._eval(seqs[i][common:])
+            self._goto(seqs[ix[0]][:common])
+            for i in sorted(ix, key=lambda i: seqs[i]):  # neighbours share the most tokens
+                self._extend(seqs[i])
                 lp = self._last_logprobs()
                 top = np.argpartition(-lp, k)[:k]
                 top = top[np.argsort(-lp[top])]
@@ -253,9 +267,9 @@ class LlamaCppBackend(Backend):
         eog = self.llm.token_eos()
         vocab = self.llm._model.vocab if hasattr(self.llm._model, "vocab") else None
         for ix, common in groups:
-            for i in ix:
-                self._goto(seqs[i][:common])
-                self._eval(seqs[i][common:])
+            self._goto(seqs[ix[0]][:common])
+            for i in sorted(ix, key=lambda i: seqs[i]):
+                self._extend(seqs[i])
                 gen: list[int] = []
                 text = ""
                 for _ in range(max_new_tokens):
