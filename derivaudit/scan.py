@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, runs, templates
+from . import __version__, gold, runs, templates
 from .annotate import (
     Annotation,
     Annotator,
@@ -301,6 +301,8 @@ def label_writes(writes: Sequence[Write], views: Sequence[Views], decs: Sequence
             "citations": list(w.citations), "search_limited": v.search_limited,
             "decomposition": d.status, "citation_label": cit, "expanded_label": exp,
             "citation_only": per_view["citation_only"], "expanded": per_view["expanded"],
+            "category": gold.category(cit, exp),
+            "gold": (w.meta or {}).get("gold"),
             "provenance_repaired": cit == "unsupported" and exp == "supported",
             "unresolved": exp == "unsupported" and v.search_limited,
             "multi_passage": exp == "supported" and len(used) > 1,
@@ -327,7 +329,7 @@ def scope_report(labels: Sequence[dict[str, Any]], prim_rows: Sequence[dict[str,
     status = {s: sum(d.status == s for d in decs) for s in ("ok", "retried", "fallback")}
     errors = sum(1 for r in prim_rows for who in ("A", "B", "adjudicator") if r[who]
                  for n in r[who]["notes"] if "scoring error" in n)
-    return {
+    out = {
         "scope": scope,
         "largest_weighting_difference": {"metric": largest[0], "difference": largest[1]},
         "agreement": {**agreement, "adjudication_rate": n_adj / len(prim_rows) if prim_rows else None,
@@ -338,6 +340,10 @@ def scope_report(labels: Sequence[dict[str, Any]], prim_rows: Sequence[dict[str,
         "labels": {vn: _counts([r[f"{'citation' if vn == 'citation_only' else 'expanded'}_label"] for r in labels])
                    for vn in VIEW_NAMES},
     }
+    g = gold.gold_metrics(labels)
+    if g is not None:
+        out["gold"] = g
+    return out
 
 
 def _share(x: Sequence[Any], y: Sequence[Any]) -> float | None:

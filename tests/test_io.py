@@ -157,3 +157,16 @@ def test_atomic_writer_leaves_nothing_on_failure(tmp_path):
         raise RuntimeError("boom")
     assert target.read_text() == "old\n"
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_gold_category_is_validated(tmp_path):
+    lines = ['{"type": "turn", "conversation_id": "c", "turn_id": "t1", "order": 0, "speaker": "A", "text": "hi"}',
+             '{"type": "write", "write_id": "w1", "conversation_id": "c", "text": "A said hi.", "citations": ["t1"], '
+             '"last_seen_turn": "t1", "meta": {"gold": "citation-supported", "note": "free"}}',
+             '{"type": "write", "write_id": "w2", "conversation_id": "c", "text": "A said hi.", "citations": ["t1"], '
+             '"last_seen_turn": "t1", "meta": {"gold": "probably"}}']
+    p = tmp_path / "g.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    log, problems = check_log([p])
+    assert [(x.line, x.field, x.code) for x in problems] == [(3, "meta.gold", "bad_value")]
+    assert log.writes[0].meta["gold"] == "citation-supported"

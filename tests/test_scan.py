@@ -67,6 +67,10 @@ def test_scan_files_and_invariants(scanned):
         for k in ("balanced", "weighted"):
             assert m[k] is None or 0.0 <= m[k] <= 1.0
     assert report["agreement"]["items"] == len(prims)
+    gold = report["gold"]  # the fixture writes carry meta.gold, so the scope report scores the labels
+    assert gold["n"] == N and sum(map(sum, (row.values() for row in gold["confusion"].values()))) == N
+    assert all(r["gold"] and r["category"] for r in labels)
+    assert report["run"]["judged_by"]["A"].endswith("(transformers)")
     meta = orjson.loads((run / "meta.json").read_bytes())
     assert set(meta["stages"]) == {"views", "obligations", "primitives", "labels"}
 

@@ -12,6 +12,9 @@ from typing import Any
 import orjson
 
 from .. import __version__, runs
+from ..gold import HELP as GOLD_HELP
+from ..gold import flat as gold_flat
+from ..gold import gold_metrics
 from ..runs import RunError
 from ..stats import SCOPE_HELP, cluster_bootstrap_ci, group_counts, rates
 
@@ -33,6 +36,7 @@ METRICS: dict[str, str] = {
     "scoring_errors": "scoring errors in the scan plus those in the replay",
     "skipped_records": "input records skipped as invalid",
     "writes": "writes in the run",
+    **GOLD_HELP,
 }
 
 
@@ -72,6 +76,7 @@ def build(run: str | Path, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]
         "agreement": scan_report.get("agreement", {}),
         "decomposition": scan_report.get("decomposition", {}),
         "labels": scan_report.get("labels", {}),
+        "gold": gold_metrics(labels),
         "scoring_errors": {"scan": scan_report.get("scoring_errors", 0),
                            "replay": {k: v.get("scoring_errors", 0)
                                       for k, v in (replay or {}).get("settings", {}).items()}},
@@ -150,6 +155,7 @@ def flat_metrics(report: dict[str, Any]) -> dict[str, float | None]:
     m["scoring_errors"] = float(se["scan"] + sum(se["replay"].values()))
     m["skipped_records"] = float(len(report["skipped_records"]))
     m["writes"] = float(report["run"]["writes"])
+    m.update(gold_flat(report.get("gold")))
     return m
 
 

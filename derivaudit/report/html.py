@@ -20,7 +20,7 @@ import orjson
 from .. import runs
 from . import plots
 from .build import _num, gate_setting
-from .text import _ci, change_rows, pct
+from .text import _ci, change_rows, confusion_rows, gold_rows, pct
 
 VIEW_KEYS = {"citation_only": "co", "expanded": "ex"}
 
@@ -146,6 +146,13 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
     if "change" in report:
         change = (f"<h2>Change against the baseline</h2><p>baseline: {escape(report['baseline']['run']['path'])}</p>"
                   + _table(["metric", "baseline", "this run", "change"], change_rows(report)))
+    g = report.get("gold")
+    gold_html = ""
+    if g:
+        head, rows = confusion_rows(g)
+        gold_html = ("<h2>Labels against gold</h2><p class=note>Writes carrying <code>meta.gold</code>: the audited "
+                     "category (from the citation-only and expanded labels) against the reference.</p>"
+                     + _table(["metric", "value"], gold_rows(g), "gold") + _table(head, rows, "confusion"))
     body = f"""
 <header><h1>derivaudit report</h1>{_table(["", ""], meta_rows, "meta")}</header>
 {_gates(gates or [])}
@@ -156,6 +163,7 @@ conversations; write-weighted beside it.</p>
  + escape(str(rp.get("combine"))) + ". Gate setting: " + escape(str(gate_setting(report))) + ".</p>"
  + _table(["view / evidence", "valid kept", "95% CI", "unsupported admitted", "95% CI", "AUC", "pos", "neg",
            "scoring errors", "point"], replay_rows, "replay") if replay_rows else ""}
+{gold_html}
 {change}
 {"<h2>Annotators</h2>" + _table(["primitive", "agreement", "Cohen's κ"], ag_rows)
  + f"<p>Adjudicated {ag.get('adjudicated')} of {ag.get('items')} items.</p>" if ag_rows else ""}

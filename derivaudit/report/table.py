@@ -11,7 +11,26 @@ from rich.markup import escape
 from rich.table import Table
 
 from .build import flagged
-from .text import change_rows
+from .text import change_rows, confusion_rows, gold_rows
+
+
+def print_gold(out: Console, g: dict[str, Any] | None) -> None:
+    """Label accuracy against `meta.gold`: nothing when the log carries no gold."""
+    if not g:
+        return
+    t = Table(title="Labels against gold (meta.gold): is what the audit says true?", title_justify="left")
+    t.add_column("metric", no_wrap=True)
+    t.add_column("value", justify="right", no_wrap=True)
+    for a, b in gold_rows(g, dash="–"):
+        t.add_row(escape(a), escape(b))
+    out.print(t)
+    head, rows = confusion_rows(g)
+    c = Table(title="Confusion matrix", title_justify="left")
+    for i, h in enumerate(head):
+        c.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    for r in rows:
+        c.add_row(*r)
+    out.print(c)
 
 
 def _pct(x: float | None) -> str:
@@ -44,6 +63,7 @@ def print_scope(out: Console, report: dict[str, Any]) -> None:
         for k in ("D", "E", "R", "label"))
     out.print(f"annotator agreement: {kap}; adjudicated {ag['adjudicated']}/{ag['items']} "
               f"({_pct(ag['adjudication_rate'])})")
+    print_gold(out, report.get("gold"))
     dec = report["decomposition"]
     out.print(f"decomposition: {dec['ok']} ok, {dec['retried']} after retry, {dec['fallback']} failed "
               f"(audited as the whole record; failure rate {_pct(dec['failure_rate'])}); "
@@ -92,6 +112,7 @@ def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
         t.add_row(name, _pct(v["balanced"]), "–" if lo is None else f"{lo:.1%}–{hi:.1%}", _pct(v["weighted"]),
                   str(v["n_writes"]))
     out.print(t)
+    print_gold(out, report.get("gold"))
     if report.get("replay"):
         print_replay(out, report["replay"])
     if "change" in report:

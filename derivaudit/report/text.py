@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import runs
+from ..gold import CATEGORIES, PREDICTED
+from ..gold import flat as gold_flat
 from ..safe import neutralise
 from .build import _num, flagged
 
@@ -29,6 +31,10 @@ def metric_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                          "ci_high": hi, "weighted": None, "n": s.get("n_pos" if name == "valid_kept" else "n_neg")})
         rows.append({"section": "replay", "metric": "auc", "setting": key, "balanced": _num(s.get("auc")),
                      "ci_low": None, "ci_high": None, "weighted": None, "n": None})
+    for name, value in gold_flat(report.get("gold")).items():
+        if report.get("gold"):
+            rows.append({"section": "gold", "metric": name, "setting": "", "balanced": value, "ci_low": None,
+                         "ci_high": None, "weighted": None, "n": report["gold"]["n"]})
     for name, value in report.get("change", {}).items():
         rows.append({"section": "change", "metric": name, "setting": "", "balanced": value, "ci_low": None,
                      "ci_high": None, "weighted": None, "n": None})
@@ -84,6 +90,13 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
     for k, v in report["scope"].items():
         lines.append(f"| {k} | {pct(v['balanced'])} | {_ci(v['balanced_ci'])} | {pct(v['weighted'])} | "
                      f"{v['n_writes']} |")
+    g = report.get("gold")
+    if g:
+        lines += ["", "### Labels against gold (`meta.gold`)", "", "| metric | value |", "|---|---:|"]
+        lines += [f"| {md_escape(a)} | {md_escape(b)} |" for a, b in gold_rows(g)]
+        head, rows = confusion_rows(g)
+        lines += ["", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
     rp = report.get("replay")
     if rp:
         lines += ["", f"### Admission replay (operating point {md_escape(rp.get('operating_point'))}, "
@@ -118,6 +131,25 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
     skipped = report.get("skipped_records") or []
     lines += ["", f"Scoring errors: {int(report['metrics']['scoring_errors'] or 0)}; skipped records: {len(skipped)}."]
     return "\n".join(lines) + "\n"
+
+
+def gold_rows(g: dict[str, Any], dash: str = "—") -> list[list[str]]:
+    """[metric, value] for the gold section of every renderer."""
+    k = g["kappa"]
+    rows = [["writes with a gold category", str(g["n"])],
+            ["accuracy (4-way)", f"{pct(g['accuracy'])} ({g['correct']}/{g['n']})"],
+            [f"majority-class baseline ({g['baseline']['category']})", pct(g["baseline"]["accuracy"])],
+            ["ambiguous share", pct(g["ambiguous"])],
+            ["Cohen's κ against gold", dash if k is None else f"{k:.2f}"]]
+    rows += [[f"recall: {c}", f"{pct(g['recall'][c])} (n={g['support'][c]})" if g["support"][c] else dash]
+             for c in CATEGORIES]
+    return rows
+
+
+def confusion_rows(g: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the confusion matrix: gold categories down, audited categories across."""
+    head = ["gold ↓ / audited →", *PREDICTED]
+    return head, [[c, *(str(g["confusion"][c][p]) for p in PREDICTED)] for c in CATEGORIES]
 
 
 def _fmt(x: Any, dash: str = "—", sign: str = "") -> str:

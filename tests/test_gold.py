@@ -1,0 +1,103 @@
+"""Label accuracy against meta.gold: the mapping, the numbers by hand, every report format, gates."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from derivaudit import report, runs
+from derivaudit.cli import app
+from derivaudit.gold import category, flat, gold_metrics
+
+runner = CliRunner()
+
+
+def test_category_from_the_two_view_labels():
+    assert category("supported", "supported") == "citation-supported"
+    assert category("unsupported", "supported") == "provenance-repaired"
+    assert category("ambiguous", "supported") == "provenance-repaired"
+    assert category("supported", "unsupported") == "unsupported"
+    assert category("unsupported", "contradicted") == "contradicted"
+    assert category("supported", "ambiguous") == "ambiguous"
+    assert category(None, None) == "ambiguous"
+
+
+ROWS = [  # gold, audited
+    ("citation-supported", "citation-supported"), ("citation-supported", "provenance-repaired"),
+    ("provenance-repaired", "provenance-repaired"), ("unsupported", "unsupported"),
+    ("unsupported", "ambiguous"), ("unsupported", "unsupported"), ("contradicted", "unsupported"),
+    ("ambiguous", "citation-supported"), (None, "unsupported"),
+]
+
+
+def _rows():
+    return [{"write_id": f"w{i}", "gold": g, "category": p} for i, (g, p) in enumerate(ROWS)]
+
+
+def test_metrics_by_hand():
+    g = gold_metrics(_rows())
+    assert g["n"] == 7 and g["correct"] == 4 and g["accuracy"] == pytest.approx(4 / 7)
+    assert g["ambiguous"] == pytest.approx(1 / 7)
+    assert g["recall"] == {"citation-supported": 0.5, "provenance-repaired": 1.0, "unsupported": pytest.approx(2 / 3),
+                           "contradicted": 0.0}
+    assert g["confusion"]["unsupported"] == {"citation-supported": 0, "provenance-repaired": 0, "unsupported": 2,
+                                             "contradicted": 0, "ambiguous": 1}
+    assert g["confusion"]["contradicted"]["unsupported"] == 1
+    assert g["baseline"] == {"category": "unsupported", "accuracy": pytest.approx(3 / 7)}
+    assert g["gold_ambiguous"] == 1
+    # kappa: po = 4/7; gold marginals cs 2, pr 1, un 3, co 1; audited cs 1, pr 2, un 3, amb 1
+    pe = (2 * 1 + 1 * 2 + 3 * 3) / 49
+    assert g["kappa"] == pytest.approx((4 / 7 - pe) / (1 - pe))
+    assert {e["write_id"] for e in g["errors"]} == {"w1", "w4", "w6"}
+    f = flat(g)
+    assert f["gold.accuracy"] == g["accuracy"] and f["gold.recall.provenance_repaired"] == 1.0
+
+
+def test_no_gold_no_numbers():
+    assert gold_metrics([{"write_id": "w", "category": "unsupported"}]) is None
+    assert set(flat(None).values()) == {None}
+
+
+def _gold_run(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    labels = runs.read_rows(dst, runs.LABELS)
+    for i, r in enumerate(labels):
+        r["category"] = category(r["citation_label"], r["expanded_label"])
+        r["gold"] = r["category"] if i % 3 else "contradicted"  # a third of them wrong
+    runs.write_rows(dst, runs.LABELS, labels)
+    return dst, labels
+
+
+def test_every_format_shows_gold_and_gates_read_it(synth_run, tmp_path):
+    run, labels = _gold_run(synth_run, tmp_path / "run")
+    doc = report.build(run, reps=200)
+    doc["gates"] = []
+    report.validate(doc)
+    g = doc["gold"]
+    assert g["n"] == sum(r["gold"] != "ambiguous" for r in labels) and g["gold_ambiguous"] > 0
+    assert doc["metrics"]["gold.accuracy"] == g["accuracy"] < 1
+    md = report.render(doc, "md").decode()
+    assert "Labels against gold" in md and "gold ↓ / audited →" in md
+    assert "gold,gold.accuracy" in report.render(doc, "csv").decode()
+    assert "Labels against gold" in report.render(doc, "html").decode()
+    r = runner.invoke(app, ["report", str(run)])
+    assert r.exit_code == 0 and "Labels against gold" in r.stdout and "Confusion matrix" in r.stdout
+    acc = g["accuracy"]
+    assert runner.invoke(app, ["report", str(run), "--fail-if", f"gold.accuracy<{acc - 0.01}"]).exit_code == 0
+    r = runner.invoke(app, ["report", str(run), "--fail-if", f"gold.accuracy<{acc + 0.01}", "--format", "json"])
+    assert r.exit_code == 1 and json.loads(r.stdout)["gates"][0]["failed"]
+    assert runner.invoke(app, ["report", str(run), "--fail-if", "gold.recall.contradicted<0"]).exit_code == 0
+    assert runner.invoke(app, ["report", str(run), "--fail-if", "gold.recall.bogus<0"]).exit_code == 2
+
+
+def test_a_run_without_gold_shows_no_gold_section(synth_run):
+    doc = report.build(synth_run, reps=200)
+    assert doc["gold"] is None
+    assert "Labels against gold" not in report.render(doc, "md").decode()
+    assert "Labels against gold" not in report.render(doc, "html").decode()
+    assert "gold." not in report.render(doc, "csv").decode()
+    r = runner.invoke(app, ["report", str(synth_run)])
+    assert r.exit_code == 0 and "gold" not in r.stdout.lower()
+    assert runner.invoke(app, ["report", str(synth_run), "--fail-if", "gold.accuracy<0.5"]).exit_code == 1
