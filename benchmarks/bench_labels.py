@@ -1,0 +1,112 @@
+"""Label accuracy against gold on the two gold sets, for each model given.
+
+Usage:
+    python benchmarks/bench_labels.py                                   # the default model
+    python benchmarks/bench_labels.py --model transformers:smollm2 --model llamacpp:qwen2.5-coder-1.5b
+    python benchmarks/bench_labels.py --set fixtures --limit 8
+
+Gold sets:
+- fixtures: fixtures/memories.jsonl (24 hand-written writes, 3 conversations);
+- locomo: fixtures/locomo_dev.jsonl (48 hand-written writes on LoCoMo conv-26 and conv-43, 12 per
+  category), joined with the turns of `derivaudit import locomo ../shared/datasets/locomo/locomo10.json`
+  (skipped when ../shared is absent; LoCoMo's own text is never stored in the repository).
+Each (model, set) is scanned into its own run folder under --out (resumable; the result cache makes
+reruns cheap) and reported: 4-way accuracy, per-category recall, ambiguous share, kappa, the
+majority-class baseline, and seconds per write (of that invocation; cached work is not re-timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from derivaudit import load_log  # noqa: E402
+from derivaudit.gold import CATEGORIES  # noqa: E402
+from derivaudit.importers import run_import  # noqa: E402
+from derivaudit.io import write_jsonl  # noqa: E402
+from derivaudit.models import ModelRoles, ModelSpec, default_backend, default_model  # noqa: E402
+from derivaudit.runs import read_jsonl  # noqa: E402
+from derivaudit.scan import ScanConfig, scan  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
+
+
+def locomo_dev_log(locomo: Path, work: Path) -> Path | None:
+    """The dev writes joined with their conversations' turns, written to `work`."""
+    if not locomo.exists():
+        return None
+    dev = ROOT / "fixtures" / "locomo_dev.jsonl"
+    import orjson
+
+    writes = [orjson.loads(x) for x in dev.read_bytes().splitlines() if x.strip()]
+    convs = {w["conversation_id"] for w in writes if w.get("type") == "write"}
+    full = work / "locomo.jsonl"
+    if not full.exists():
+        run_import("locomo", locomo, full)
+    turns = [r for r in (orjson.loads(x) for x in full.read_bytes().splitlines() if x.strip())
+             if r.get("type") == "turn" and r["conversation_id"] in convs]
+    out = work / "locomo_dev_joined.jsonl"
+    write_jsonl(out, [*turns, *(w for w in writes if w.get("type") == "write")])
+    return out
+
+
+def parse_model(text: str) -> ModelSpec:
+    backend, sep, model = text.partition(":")
+    return ModelSpec(backend, model) if sep else ModelSpec(default_backend(), text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", action="append", help="BACKEND:MODEL or MODEL (repeatable; default: the default model)")
+    ap.add_argument("--set", choices=("fixtures", "locomo", "both"), default="both")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N writes of each set")
+    ap.add_argument("--out", type=Path, default=None, help="run folders go here (default: a temporary folder)")
+    ap.add_argument("--locomo", type=Path, default=LOCOMO)
+    args = ap.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench_labels."))
+    out.mkdir(parents=True, exist_ok=True)
+    sets = {}
+    if args.set in ("fixtures", "both"):
+        sets["fixtures"] = ROOT / "fixtures" / "memories.jsonl"
+    if args.set in ("locomo", "both"):
+        p = locomo_dev_log(args.locomo, out)
+        if p is None:
+            print(f"LoCoMo not found at {args.locomo}: the locomo set is skipped")
+        else:
+            sets["locomo"] = p
+    specs = [parse_model(m) for m in args.model] if args.model else [ModelSpec(default_backend(), default_model())]
+    rows = []
+    for spec in specs:
+        for name, path in sets.items():
+            log = load_log(path)
+            run = out / f"{name}-{spec.backend}-{Path(spec.model).name}"
+            cfg = ScanConfig(limit=args.limit, models=ModelRoles(spec), files=[str(path)])
+            t0 = time.perf_counter()
+            rep = scan(log, run, cfg=cfg, input_files=[path],
+                       progress=lambda stage, adv, total: None)
+            secs = time.perf_counter() - t0
+            g = rep.get("gold") or {}
+            n = len(read_jsonl(run / "labels.jsonl"))
+            rows.append((str(spec), name, n, g, secs / max(1, n)))
+            print(f"done {spec} {name}: {n} writes, {secs:.0f} s", file=sys.stderr)
+    print(f"{'model':34} {'set':9} {'n':>3} {'acc':>6} {'base':>6} {'ambig':>6} {'kappa':>6} "
+          + " ".join(f"{c[:11]:>11}" for c in CATEGORIES) + f" {'s/write':>8}")
+    for model, name, n, g, spw in rows:
+        if not g:
+            print(f"{model:34} {name:9} {n:3d}  (no gold)")
+            continue
+        k = "-" if g["kappa"] is None else f"{g['kappa']:.2f}"
+        rec = " ".join(f"{'-' if g['recall'][c] is None else format(g['recall'][c], '.2f'):>11}" for c in CATEGORIES)
+        print(f"{model:34} {name:9} {g['n']:3d} {g['accuracy']:6.2f} {g['baseline']['accuracy']:6.2f} "
+              f"{g['ambiguous']:6.2f} {k:>6} {rec} {spw:8.1f}")
+    print(f"run folders: {out}")
+
+
+if __name__ == "__main__":
+    main()
