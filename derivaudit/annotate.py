@@ -24,7 +24,7 @@ from . import templates
 from .evidence import STOP_WORDS, tokenize
 from .models.base import Backend, Prompt, Score
 from .records import Turn, Write
-from .views import evidence_block
+from .views import passage_line
 
 KINDS = ("fact", "relation", "qualifier")
 RELATION_TYPES = ("cause", "purpose", "support-for", "part-of", "sequence", "comparison", "other")
@@ -241,9 +241,13 @@ _NUM = re.compile(r"\d+")
 
 
 def parse_subset(text: str, n_passages: int) -> list[int]:
-    """Passage numbers named in a generated answer; every one must exist in the view."""
-    nums = [int(x) for x in _NUM.findall(text.split("\n\n")[0])]
+    """Passage numbers named in a generated answer; every one must exist in the view. "none" (no
+    passage implies it) gives []."""
+    first = text.split("\n\n")[0]
+    nums = [int(x) for x in _NUM.findall(first)]
     if not nums:
+        if re.search(r"\bnone\b|\bno passage", first, re.I):
+            return []
         raise ValueError("names no passage number")
     bad = [x for x in nums if not 1 <= x <= n_passages]
     if bad:
@@ -262,7 +266,32 @@ class Item:
 
     @property
     def shared(self) -> str:
-        return evidence_block(self.write.text, self.passages)
+        """The evidence block of the E/R questions: the passages alone (no record, no preamble)."""
+        return passages_block(self.passages)
+
+    @property
+    def null_shared(self) -> str:
+        """The same number of content-free passages: the null evidence a yes must beat."""
+        return passages_block(null_passages(len(self.passages)))
+
+    def subset_shared(self, nums: Sequence[int]) -> str:
+        """Only the named passages (renumbered), for rescoring a yes on its implying subset."""
+        return passages_block([self.passages[n - 1] for n in nums])
+
+
+def passages_block(passages: Sequence[Turn | dict[str, Any]]) -> str:
+    lines = "\n".join(passage_line(i, p) for i, p in enumerate(passages, start=1)) or "(no passages)"
+    return templates.render("der_passages", passages=lines)
+
+
+def null_passages(n: int) -> list[dict[str, Any]]:
+    """`n` content-free passages (prompts/null_passages.txt, cycled)."""
+    lines = [x for x in templates.load("null_passages").splitlines() if x.strip()]
+    out = []
+    for i in range(n):
+        speaker, _, text = lines[i % len(lines)].partition(": ")
+        out.append({"speaker": speaker, "text": text})
+    return out
 
 
 @dataclass
@@ -270,9 +299,11 @@ class Annotator:
     role: str  # A | B | adjudicator
     backend: Backend
     variant: str = "a"  # prompt wording: der_{d,e,r}_{variant}.txt
+    thresholds: dict[str, float] = field(default_factory=dict)  # "e", "r": calibrated (default 0 = argmax)
 
     def describe(self) -> dict[str, Any]:
-        return {"role": self.role, "variant": self.variant, "model": self.backend.identity()}
+        return {"role": self.role, "variant": self.variant, "model": self.backend.identity(),
+                "thresholds": dict(self.thresholds)}
 
 
 def _per_backend(requests: Sequence[tuple[Backend, Prompt]], call: Callable[[Backend, list[Prompt]], list[Any]]):
@@ -296,78 +327,125 @@ def generate_all(requests: Sequence[tuple[Backend, Prompt]], max_new_tokens: int
     return _per_backend(requests, lambda be, ps: be.generate(ps, max_new_tokens=max_new_tokens, stop=stop))
 
 
-def label_subsets(p: Primitives) -> tuple[str, ...]:
-    """The subsets a label rests on: E's for supported (D, E, not R), R's for contradicted (D, R, not
-    E). An ambiguous or insufficient label rests on none."""
-    if p.d and p.e and not p.r:
-        return ("e",)
-    if p.d and p.r and not p.e:
-        return ("r",)
-    return ()
+@dataclass
+class _Job:
+    """One annotator's primitives for one item, and how to ask its E/R question."""
+
+    item: Item
+    prim: Primitives
+    backend: Backend
+    task: Callable[[str], str]  # which ("e" | "r") -> the question after the evidence block
+    thresholds: dict[str, float]
 
 
-def _subsets(items: Sequence[Item], prims: Sequence[Primitives], backends: Sequence[Backend],
-             only: Callable[[Primitives], tuple[str, ...]] | None = None) -> None:
-    """Generate the smallest implying subset for every E=yes / R=yes answer (or, with `only`, for
-    the answers it names); retry once when the answer names no valid passage; record a note if it
-    still does not."""
-    asks = [(k, which) for k, p in enumerate(prims) for which in (only(p) if only else ("e", "r"))
-            if getattr(p, which)]
-    pending = asks
+def _decide(job: _Job, which: str, s: Score, null: Score | None) -> bool | None:
+    """A yes must clear the annotator's calibrated threshold and beat the same question over null
+    evidence of the same length (a model that ignores the evidence then says no)."""
+    p, th = job.prim, job.thresholds.get(which, 0.0)
+    if not s.ok:
+        p.notes.append(f"{which.upper()}: scoring error: {s.error}")
+        return None
+    assert s.logodds is not None
+    if s.logodds < th or (s.logodds == th == 0.0):
+        return False
+    if null is not None and null.ok and null.logodds is not None and s.logodds <= null.logodds:
+        p.notes.append(f"{which.upper()}: {s.logodds:.2f} does not beat null evidence ({null.logodds:.2f})")
+        return False
+    return True
+
+
+def _check_subsets(jobs: Sequence[_Job]) -> None:
+    """A yes needs a checked subset (seed 004 App. B: "some subset implies it"): the annotator names
+    the smallest implying subset (or "none"), and the question is asked again over those passages
+    alone; the yes stands only if the subset still clears the threshold. One retry for an answer
+    that names no valid passage; a yes whose subset cannot be had becomes no, with a note."""
+    pending = [(job, which) for job in jobs for which in ("e", "r") if getattr(job.prim, which)]
+    named: dict[tuple[int, str], list[int]] = {}
     last_error: dict[tuple[int, str], str] = {}
     for attempt in range(2):
         if not pending:
-            return
+            break
         reqs = []
-        for k, which in pending:
-            it = items[k]
+        for job, which in pending:
+            it = job.item
             task = templates.render("der_subset", obligation=it.obligation.text,
                                     polarity="true" if which == "e" else "false")
             if attempt:
-                task += f"\nYour previous answer could not be used ({last_error[(k, which)]}). " \
-                        f"Answer with passage numbers between 1 and {len(it.passages)}."
-            reqs.append((backends[k], Prompt(it.shared, task, answer_prefix="Passages:")))
+                task += f"\nYour previous answer could not be used ({last_error[(id(job), which)]}). " \
+                        f"Answer with passage numbers between 1 and {len(it.passages)}, or none."
+            reqs.append((job.backend, Prompt(it.shared, task, answer_prefix="Passages:")))
         texts = generate_all(reqs, max_new_tokens=12, stop=("\n\n",))
         failed = []
-        for (k, which), text in zip(pending, texts, strict=True):
+        for (job, which), text in zip(pending, texts, strict=True):
             try:
-                setattr(prims[k], f"{which}_subset", parse_subset(text, len(items[k].passages)))
+                named[(id(job), which)] = parse_subset(text, len(job.item.passages))
             except ValueError as e:
-                last_error[(k, which)] = str(e)
-                failed.append((k, which))
+                last_error[(id(job), which)] = str(e)
+                failed.append((job, which))
         pending = failed
-    for k, which in pending:
-        prims[k].notes.append(f"{which.upper()} subset: {last_error[(k, which)]}")
+    for job, which in pending:
+        job.prim.notes.append(f"{which.upper()} subset: {last_error[(id(job), which)]}; not a yes")
+        setattr(job.prim, which, False)
+    checks = []
+    for job in jobs:
+        for which in ("e", "r"):
+            nums = named.get((id(job), which))
+            if nums is None or not getattr(job.prim, which):
+                continue
+            if not nums:
+                job.prim.notes.append(f"{which.upper()}: the annotator named no implying passage; not a yes")
+                setattr(job.prim, which, False)
+                continue
+            setattr(job.prim, f"{which}_subset", nums)
+            checks.append((job, which, nums))
+    scores = score_all([(job.backend, Prompt(job.item.subset_shared(nums), job.task(which)))
+                        for job, which, nums in checks])
+    for (job, which, nums), sc in zip(checks, scores, strict=True):
+        job.prim.scores[f"{which}_subset"] = sc.logodds
+        th = job.thresholds.get(which, 0.0)
+        if not sc.ok or sc.logodds is None or sc.logodds < th or (sc.logodds == th == 0.0):
+            job.prim.notes.append(f"{which.upper()}: passages {nums} alone do not imply it "
+                                  f"({'error' if sc.logodds is None else f'{sc.logodds:.2f}'} < {th:.2f}); not a yes")
+            setattr(job.prim, which, False)
 
 
-Asker = tuple[Backend, Callable[[int, Item], str], Callable[[int, Item, str], str]]
+Asker = tuple[Backend, Callable[[int, Item], str], Callable[[int, Item, str], str], dict[str, float]]
 
 
-def _answers(items: Sequence[Item], askers: Sequence[Asker], subsets: bool = True,
-             only: Callable[[Primitives], tuple[str, ...]] | None = None) -> list[list[Primitives]]:
-    """For each asker (backend, D prompt, E/R prompt): score D (no evidence) and, where the view has
-    passages, E and R (after the shared evidence block); then generate subsets for the yes answers.
-    All askers go out together, so annotators on one backend share each evidence prefix. A view
-    with no passages implies nothing: E and R are 'no' there without asking."""
+def _answers(items: Sequence[Item], askers: Sequence[Asker]) -> list[list[Primitives]]:
+    """For each asker (backend, D prompt, E/R prompt, thresholds): D from the record alone (argmax);
+    where the view has passages, E and R over the passages and over null passages of the same
+    length, decided at the asker's thresholds; then every yes checked on its implying subset. All
+    askers go out together, so annotators on one backend share each evidence prefix. A view with no
+    passages implies nothing: E and R are 'no' there without asking."""
     reqs: list[tuple[Backend, Prompt]] = []
     slots: list[tuple[int, int, str]] = []
-    for j, (be, d_task, er_task) in enumerate(askers):
+    for j, (be, d_task, er_task, _) in enumerate(askers):
         for k, it in enumerate(items):
             reqs.append((be, Prompt("", d_task(k, it))))
             slots.append((j, k, "d"))
             if it.passages:
-                shared = it.shared
                 for which in ("e", "r"):
-                    reqs.append((be, Prompt(shared, er_task(k, it, which))))
+                    reqs.append((be, Prompt(it.shared, er_task(k, it, which))))
                     slots.append((j, k, which))
+                    reqs.append((be, Prompt(it.null_shared, er_task(k, it, which))))
+                    slots.append((j, k, f"{which}_null"))
     prims = [[Primitives(None, False, False) for _ in items] for _ in askers]
+    got: dict[tuple[int, int, str], Score] = {}
     for (j, k, which), s in zip(slots, score_all(reqs), strict=True):
-        p = prims[j][k]
-        p.scores[which] = s.logodds
-        setattr(p, which, _yes(s, p.notes, which.upper()))
-    if subsets:
-        _subsets([it for _ in askers for it in items], [p for ps in prims for p in ps],
-                 [be for be, _, _ in askers for _ in items], only)
+        prims[j][k].scores[which] = s.logodds
+        got[(j, k, which)] = s
+    jobs = []
+    for j, (be, _, er_task, th) in enumerate(askers):
+        for k, it in enumerate(items):
+            p = prims[j][k]
+            p.d = _yes(got[(j, k, "d")], p.notes, "D")
+            job = _Job(it, p, be, lambda which, k=k, it=it, er_task=er_task: er_task(k, it, which), th)
+            if it.passages:
+                for which in ("e", "r"):
+                    setattr(p, which, _decide(job, which, got[(j, k, which)], got[(j, k, f"{which}_null")]))
+            jobs.append(job)
+    _check_subsets(jobs)
     return prims
 
 
@@ -377,6 +455,7 @@ def _asker(annotator: Annotator) -> Asker:
         annotator.backend,
         lambda k, it: templates.render(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
         lambda k, it, which: templates.render(f"der_{which}_{v}", obligation=it.obligation.text),
+        annotator.thresholds,
     )
 
 
@@ -404,7 +483,8 @@ def adjudicate(items: Sequence[Item], a: Sequence[Primitives], b: Sequence[Primi
         adjudicator.backend,
         lambda k, it: templates.render("adjudicate_d", record=it.write.text, **fields(k, it)),
         lambda k, it, which: templates.render(f"adjudicate_{which}", **fields(k, it)),
-    )], only=label_subsets)[0]
+        adjudicator.thresholds,
+    )])[0]
 
 
 @dataclass
@@ -425,16 +505,9 @@ class Annotation:
 
 
 def annotate(items: Sequence[Item], a: Annotator, b: Annotator, adjudicator: Annotator) -> list[Annotation]:
-    """Two independent annotators; only disagreements (any of D, E, R differs) are adjudicated.
-    Implying subsets are generated only where they are used: on agreement, the one A's label rests
-    on (E's for supported, R's for contradicted); on disagreement, every yes of A and B, since the
-    adjudicator is shown them; the adjudicator's own, again only where its label rests on one."""
-    pa, pb = _answers(items, [_asker(a), _asker(b)], subsets=False)  # independent prompts, one round trip
+    """Two independent annotators; only disagreements (any of D, E, R differs) are adjudicated."""
+    pa, pb = _answers(items, [_asker(a), _asker(b)])  # independent prompts, one round trip
     disagree = [k for k in range(len(items)) if pa[k].answers != pb[k].answers]
-    shown_ids = {id(pa[k]) for k in disagree} | {id(pb[k]) for k in disagree}
-    _subsets([*items, *(items[k] for k in disagree)], [*pa, *(pb[k] for k in disagree)],
-             [a.backend] * len(items) + [b.backend] * len(disagree),
-             only=lambda p: ("e", "r") if id(p) in shown_ids else label_subsets(p))
     adj = adjudicate([items[k] for k in disagree], [pa[k] for k in disagree], [pb[k] for k in disagree],
                      adjudicator) if disagree else []
     by_k = dict(zip(disagree, adj, strict=True))

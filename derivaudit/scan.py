@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, gold, runs, templates
+from . import __version__, calibrate, gold, runs, templates
 from .annotate import (
     Annotation,
     Annotator,
@@ -60,6 +60,7 @@ class ScanConfig:
     history: list[str] = field(default_factory=list)  # extra files holding turns
     use_cache: bool = True
     skip_invalid: bool = False
+    calibrate: bool = True  # per-annotator E/R thresholds at FPR <= 0.10 (else argmax)
 
     def __post_init__(self) -> None:
         if self.until not in UNTIL:
@@ -68,7 +69,8 @@ class ScanConfig:
     def to_dict(self) -> dict[str, Any]:
         return {"evidence": self.evidence.to_dict(), "limit": self.limit, "conversations": self.conversations,
                 "chunk": self.chunk, "models": self.models.to_dict(), "files": list(self.files),
-                "history": list(self.history), "use_cache": self.use_cache, "skip_invalid": self.skip_invalid}
+                "history": list(self.history), "use_cache": self.use_cache, "skip_invalid": self.skip_invalid,
+                "calibrate": self.calibrate}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], until: str = "labels") -> ScanConfig:
@@ -76,7 +78,7 @@ class ScanConfig:
                    conversations=d.get("conversations"), chunk=d.get("chunk", 8), until=until,
                    models=ModelRoles.from_dict(d.get("models", {})), files=list(d.get("files", [])),
                    history=list(d.get("history", [])), use_cache=d.get("use_cache", True),
-                   skip_invalid=d.get("skip_invalid", False))
+                   skip_invalid=d.get("skip_invalid", False), calibrate=d.get("calibrate", True))
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any], until: str = "labels") -> ScanConfig | None:
@@ -194,9 +196,23 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     if cfg.until == "obligations":
         return {}
 
+    # -- calibration: each annotator's E and R thresholds from items built from the log itself
+    t0 = time.time()
+    health = {}
+    for x in (a, b):
+        if cfg.calibrate:
+            cal = calibrate.calibrate(x.backend, x.variant, log)
+            x.thresholds = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
+            health[x.role] = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()},
+                              "warning": calibrate.health_warning(x.role, cal)}
+    meta["calibration"] = health
+    progress("calibration", 1, 1)
+    timings["calibration"] = round(time.time() - t0, 3)
+
     # -- primitives (both views, two annotators, adjudication)
     t0 = time.time()
-    fp_prim = _fp(fp_obl, [x.describe() for x in annotators], prompts_fingerprint("der_", "adjudicate", "evidence"))
+    fp_prim = _fp(fp_obl, [x.describe() for x in annotators],
+                  prompts_fingerprint("der_", "adjudicate", "evidence", "null_"))
     st = Stage(run, "primitives", fp_prim, meta)
     by_write = {d.write_id: d for d in decs}
     view_of = {v.write.write_id: v for v in views}
@@ -236,6 +252,7 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     labels = label_writes(writes, views, decs, prim_rows)
     Stage(run, "labels", _fp(fp_prim), meta).finish(labels)
     report = scope_report(labels, prim_rows, decs)
+    report["calibration"] = health
     report["run"] = {"writes": len(writes), "conversations": len({w.conversation_id for w in writes}),
                      "skipped_records": len(log.skipped), "seconds": round(time.time() - started, 2),
                      "judged_by": {x.role: f"{x.backend.identity().get('model')} ({x.backend.name})"

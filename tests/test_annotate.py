@@ -107,7 +107,8 @@ def test_parse_subset():
     with pytest.raises(ValueError, match="do not exist"):
         parse_subset("2, 7", 4)
     with pytest.raises(ValueError, match="names no passage"):
-        parse_subset("none of them", 4)
+        parse_subset("the second one", 4)
+    assert parse_subset("none of them", 4) == [] and parse_subset("No passage does.", 4) == []
 
 
 # ---------------------------------------------------------------- on the real embedded model

@@ -14,6 +14,23 @@ from .build import flagged
 from .text import change_rows, confusion_rows, gold_rows
 
 
+def print_health(out: Console, cal: dict[str, Any] | None) -> None:
+    """Annotator health from calibration: thresholds, TPR at the target FPR, AUC, yes/yes share."""
+    for role, h in (cal or {}).items():
+        parts = []
+        for k, t in h["thresholds"].items():
+            auc = "–" if t["auc"] is None else f"{t['auc']:.2f}"
+            tpr = "–" if t["tpr"] is None else f"{t['tpr']:.0%}"
+            parts.append(f"{k.upper()} ≥ {float(t['value']):+.2f} (TPR {tpr} at FPR ≤ {h['target_fpr']:.0%}, "
+                         f"AUC {auc})")
+        yy = "–" if h["yes_yes"] is None else f"{h['yes_yes']:.0%}"
+        corr = "–" if h["e_r_correlation"] is None else f"{h['e_r_correlation']:+.2f}"
+        out.print(f"annotator {escape(role)} calibration ({h['items']} items): {'; '.join(parts)}; "
+                  f"E and R both yes {yy}; E–R score correlation {corr}")
+        if h.get("warning"):
+            out.print(f"[bold red]WARNING[/bold red]: {escape(h['warning'])}")
+
+
 def print_gold(out: Console, g: dict[str, Any] | None) -> None:
     """Label accuracy against `meta.gold`: nothing when the log carries no gold."""
     if not g:
@@ -63,6 +80,7 @@ def print_scope(out: Console, report: dict[str, Any]) -> None:
         for k in ("D", "E", "R", "label"))
     out.print(f"annotator agreement: {kap}; adjudicated {ag['adjudicated']}/{ag['items']} "
               f"({_pct(ag['adjudication_rate'])})")
+    print_health(out, report.get("calibration"))
     print_gold(out, report.get("gold"))
     dec = report["decomposition"]
     out.print(f"decomposition: {dec['ok']} ok, {dec['retried']} after retry, {dec['fallback']} failed "

@@ -1,0 +1,184 @@
+"""Per-model thresholds for the E and R primitives (seed 004, App. F's "FPR <= 0.10 on held-out
+negatives" procedure, applied to the annotators' own questions).
+
+Small models say "yes" to almost any question about long evidence, so a primitive's yes is read
+at a threshold picked from items whose answer is known, built from the log itself:
+- E positives: a passage's own words as the statement ("Caroline said: ..."), over evidence that
+  contains the passage;
+- E negatives: a statement taken from another conversation (or, in a one-conversation log, from
+  after the write point), over the same evidence;
+- R positives: the template negation of a passage statement ("It is not true that Caroline said:
+  ..."), over evidence that contains the passage;
+- R negatives: the E positives and E negatives (shown true, or not addressed at all).
+The threshold is the lowest log-odds whose false-positive rate on the negatives is at most 0.10;
+its true-positive rate on the positives says whether the annotator can tell at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .models.base import Backend, Prompt
+from .records import MemoryLog, Turn
+
+TARGET_FPR = 0.10
+MIN_WORDS = 6  # a passage must say something to become a statement
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Answer yes when score >= value."""
+
+    value: float
+    fpr: float | None  # realised on the negatives
+    tpr: float | None  # on the positives
+    auc: float | None
+    n_pos: int
+    n_neg: int
+
+    def to_dict(self) -> dict[str, float | int | str | None]:
+        d = asdict(self)
+        d["value"] = self.value if math.isfinite(self.value) else str(self.value)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Threshold:
+        return cls(**{**d, "value": float(d["value"])})
+
+
+def auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
+    if not pos or not neg:
+        return None
+    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
+
+
+def pick(pos: Sequence[float], neg: Sequence[float], target: float = TARGET_FPR) -> Threshold:
+    """The lowest threshold whose false-positive rate on `neg` is at most `target` (scores equal
+    to the threshold count as yes). The rate only changes just above a negative score, so the
+    candidates are -inf and the values just above each negative."""
+    negs = sorted(set(neg))
+    chosen = math.inf
+    for t in [-math.inf, *(math.nextafter(x, math.inf) for x in negs)]:
+        if not neg or sum(x >= t for x in neg) / len(neg) <= target:
+            chosen = t
+            break
+    fpr = sum(x >= chosen for x in neg) / len(neg) if neg else None
+    tpr = sum(x >= chosen for x in pos) / len(pos) if pos else None
+    return Threshold(chosen, fpr, tpr, auc(pos, neg), len(pos), len(neg))
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: str  # "e" | "r"
+    statement: str
+    passages: tuple[Turn, ...]
+    positive: bool
+
+
+def said(t: Turn) -> str:
+    return f'{t.speaker} said: "{" ".join(t.text.split())}"'
+
+
+def negated(t: Turn) -> str:
+    return f'It is not true that {t.speaker} said: "{" ".join(t.text.split())}"'
+
+
+def build_items(log: MemoryLog, n: int = 24, window: int = 8, per_window: int = 2, seed: int = 0) -> list[Item]:
+    """Up to `n` E positives (each with an E negative and an R positive) over windows of `window`
+    consecutive turns of one conversation, `per_window` statements per window. Deterministic for a
+    log and seed."""
+    rng = random.Random(seed)
+    convs = sorted(log.conversations)
+    items: list[Item] = []
+    starts = [(c, i) for c in convs for i in range(0, max(1, len(log.conversations[c].turns) - window + 1), window)]
+    rng.shuffle(starts)
+    for conv, i in starts:
+        if len(items) >= 3 * n:
+            break
+        turns = log.conversations[conv].turns
+        evidence = tuple(turns[i : i + window])
+        inside = [t for t in evidence if len(t.text.split()) >= MIN_WORDS]
+        others = [t for c in convs if c != conv for t in log.conversations[c].turns if len(t.text.split()) >= MIN_WORDS]
+        if not others:  # one conversation: statements from well after the window
+            others = [t for t in turns[i + 2 * window :] if len(t.text.split()) >= MIN_WORDS]
+        if not inside or not others:
+            continue
+        for p in rng.sample(inside, min(per_window, len(inside))):
+            q = rng.choice(others)
+            items += [Item("e", said(p), evidence, True), Item("e", said(q), evidence, False),
+                      Item("r", negated(p), evidence, True)]
+    return items[: 3 * n]
+
+
+def items_key(items: Sequence[Item]) -> str:
+    """Identifies an item set (for the calibration cache)."""
+    h = hashlib.sha256()
+    for it in items:
+        h.update(f"{it.kind}|{it.positive}|{it.statement}|{'|'.join(t.turn_id for t in it.passages)}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def thresholds(e_pos: Sequence[float], e_neg: Sequence[float], r_pos: Sequence[float],
+               r_neg: Sequence[float], target: float = TARGET_FPR) -> dict[str, Threshold]:
+    return {"e": pick(e_pos, e_neg, target), "r": pick(r_pos, r_neg, target)}
+
+
+def calibrate(backend: Backend, variant: str, log: MemoryLog, n: int = 24, target: float = TARGET_FPR
+              ) -> dict[str, Any]:
+    """Score the calibration items with one annotator's E and R questions (its wording `variant`)
+    and pick its thresholds. Returns thresholds and health: TPR at the target FPR, AUC, the share
+    of items answered yes to both E and R, and the correlation of E and R scores."""
+    from . import templates
+    from .annotate import passages_block, score_all
+
+    items = build_items(log, n=n)
+    e_items = [it for it in items if it.kind == "e"]
+    r_pos = [it for it in items if it.kind == "r"]
+
+    def prompts(its: Sequence[Item], which: str) -> list[tuple[Backend, Prompt]]:
+        return [(backend, Prompt(passages_block(it.passages),
+                                 templates.render(f"der_{which}_{variant}", obligation=it.statement))) for it in its]
+
+    scores = score_all(prompts(e_items, "e") + prompts(e_items, "r") + prompts(r_pos, "r"))
+    vals = [s.logodds for s in scores]
+    e_scores, r_on_e, r_scores = vals[: len(e_items)], vals[len(e_items): 2 * len(e_items)], vals[2 * len(e_items):]
+    e_pos = [v for v, it in zip(e_scores, e_items, strict=True) if it.positive and v is not None]
+    e_neg = [v for v, it in zip(e_scores, e_items, strict=True) if not it.positive and v is not None]
+    r_p = [v for v in r_scores if v is not None]
+    r_n = [v for v in r_on_e if v is not None]
+    th = {"e": pick(e_pos, e_neg, target), "r": pick(r_p, r_n, target)}
+    both = [(e, r) for e, r in zip(e_scores, r_on_e, strict=True) if e is not None and r is not None]
+    yes_yes = (sum(e >= th["e"].value and r >= th["r"].value for e, r in both) / len(both)) if both else None
+    return {"thresholds": th, "items": len(items), "items_key": items_key(items), "scoring_errors":
+            sum(v is None for v in vals), "yes_yes": yes_yes, "e_r_correlation": _corr(both),
+            "target_fpr": target}
+
+
+def _corr(pairs: Sequence[tuple[float, float]]) -> float | None:
+    if len(pairs) < 3:
+        return None
+    xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in pairs)
+    sx = math.sqrt(sum((x - mx) ** 2 for x in xs))
+    sy = math.sqrt(sum((y - my) ** 2 for y in ys))
+    return sxy / (sx * sy) if sx and sy else None
+
+
+def usable(th: Threshold) -> float:
+    """The threshold as a number the annotator can use (argmax 0 when it is not finite)."""
+    return th.value if math.isfinite(th.value) else 0.0
+
+
+def health_warning(role: str, cal: dict[str, Any]) -> str | None:
+    """A loud warning when an annotator cannot separate its own calibration items."""
+    weak = [k.upper() for k, t in cal["thresholds"].items() if t.auc is None or t.auc < 0.6 or not t.tpr]
+    if not weak:
+        return None
+    return (f"annotator {role} cannot separate its own calibration items for {', '.join(weak)} "
+            f"(AUC < 0.6 or no true positive at FPR <= {cal['target_fpr']:.2f}): its labels are not trustworthy")

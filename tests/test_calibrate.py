@@ -1,0 +1,43 @@
+"""Primitive thresholds at FPR <= 0.10, on crafted score sets with a known answer."""
+
+import math
+
+import pytest
+
+from derivaudit import load_log
+from derivaudit.calibrate import build_items, items_key, pick
+
+
+def test_threshold_is_the_lowest_with_fpr_at_most_a_tenth():
+    neg = [float(x) for x in range(20)]  # 0..19: two may be admitted (2/20 = 0.10)
+    pos = [16.5, 18.5, 25.0, 30.0]
+    t = pick(pos, neg)
+    assert t.value == pytest.approx(math.nextafter(17.0, math.inf))  # admits 18 and 19 only
+    assert t.fpr == pytest.approx(0.10) and t.tpr == pytest.approx(3 / 4)
+    assert t.n_pos == 4 and t.n_neg == 20
+
+
+def test_separable_scores_and_edge_cases():
+    t = pick([5.0, 6.0], [-1.0, 0.0, 1.0])
+    assert t.fpr == 0 and t.tpr == 1 and t.auc == 1 and 1.0 < t.value <= 5.0
+    assert pick([1.0], []).value == -math.inf  # nothing to guard against: everything is yes
+    inv = pick([-3.0], [1.0, 2.0, 3.0])
+    assert inv.tpr == 0 and inv.auc == 0  # an annotator that cannot tell shows it
+
+
+def test_items_are_built_from_the_log_deterministically(fixtures):
+    log = load_log(fixtures / "memories.jsonl")
+    items = build_items(log, n=6, window=4, seed=1)
+    assert items == build_items(log, n=6, window=4, seed=1) and items_key(items) == items_key(build_items(
+        log, n=6, window=4, seed=1))
+    kinds = {(i.kind, i.positive) for i in items}
+    assert kinds == {("e", True), ("e", False), ("r", True)}
+    for pos, neg, rneg in zip(items[0::3], items[1::3], items[2::3], strict=True):
+        ids = {t.turn_id for t in pos.passages}
+        conv = pos.passages[0].conversation_id
+        assert all(t.conversation_id == conv for t in pos.passages)
+        quoted = pos.statement.split('said: "', 1)[1][:-1]
+        assert any(" ".join(t.text.split()) == quoted for t in pos.passages)  # the passage is in the evidence
+        assert not any(neg.statement.endswith(f'"{" ".join(t.text.split())}"') for t in pos.passages)
+        assert rneg.statement.startswith("It is not true that") and rneg.passages == pos.passages
+        assert ids == {t.turn_id for t in neg.passages}

@@ -1,0 +1,50 @@
+"""The D/E/R decisions: null-evidence contrast, checked subsets (a wrong one refused on rescoring,
+"none" handled), thresholds. A rule-based verifier makes the right answer known."""
+
+from derivaudit.annotate import Annotator, Item, Obligation, annotate, parse_subset
+from derivaudit.records import Turn, Write
+
+from .rule_backend import RuleBackend
+
+T = [Turn("c", "t1", 0, "Ann", "We had lunch at noon."), Turn("c", "t2", 1, "Ann", "Ann adopted a grey cat."),
+     Turn("c", "t3", 2, "Bo", "Nice weather today.")]
+W = Write("w", "c", "Ann adopted a grey cat.", ("t2",), "t3")
+
+
+def _item(text: str) -> Item:
+    return Item(Obligation("w#o1", "w", "fact", None, text), W, "expanded", T)
+
+
+def _run(subset_answer: str, text: str = "Ann adopted a grey cat.", thresholds=None):
+    be = RuleBackend(subset_answer)
+    a = Annotator("A", be, "a", dict(thresholds or {}))
+    b = Annotator("B", be, "b", dict(thresholds or {}))
+    (x,) = annotate([_item(text)], a, b, Annotator("adjudicator", be, "a"))
+    return x, be
+
+
+def test_a_right_subset_keeps_the_yes():
+    x, be = _run("2")
+    assert x.final.e is True and x.final.e_subset == [2] and x.label == "supported"
+    assert x.final.scores["e_subset"] > 0 and x.final.scores["e"] > x.final.scores["e_null"]
+    assert any("Passages from a conversation" in p.shared and "Ann adopted a grey cat." not in p.shared.split(
+        "[2]")[0] for p in be.seen if p.shared)  # E/R over the passages alone: no record before them
+
+
+def test_a_wrong_subset_is_refused_on_rescoring():
+    x, _ = _run("1")  # passage 1 (lunch) alone does not imply the cat
+    assert x.final.e is False and x.label == "insufficient"
+    assert any("alone do not imply it" in n for n in x.final.notes)
+
+
+def test_none_means_no():
+    assert parse_subset("none", 3) == [] and parse_subset("None of them.", 3) == []
+    x, _ = _run("none")
+    assert x.final.e is False and any("named no implying passage" in n for n in x.final.notes)
+
+
+def test_unsupported_statement_and_threshold():
+    x, _ = _run("2", text="Ann adopted a black dog.")
+    assert x.final.e is False and x.label == "insufficient"
+    x, _ = _run("2", thresholds={"e": 5.0, "r": 5.0})  # a threshold above every score: nothing is a yes
+    assert x.final.e is False and x.label == "insufficient"
