@@ -512,16 +512,3 @@ def annotate(items: Sequence[Item], a: Annotator, b: Annotator, adjudicator: Ann
                      adjudicator) if disagree else []
     by_k = dict(zip(disagree, adj, strict=True))
     return [Annotation(items[k], pa[k], pb[k], by_k.get(k)) for k in range(len(items))]
-
-
-def cohen_kappa(x: Sequence[Any], y: Sequence[Any]) -> float | None:
-    """Cohen's kappa between two raters' categorical answers (None when undefined)."""
-    n = len(x)
-    if n == 0:
-        return None
-    cats = set(x) | set(y)
-    po = sum(i == j for i, j in zip(x, y, strict=True)) / n
-    pe = sum((list(x).count(c) / n) * (list(y).count(c) / n) for c in cats)
-    if pe == 1:
-        return 1.0 if po == 1 else None
-    return (po - pe) / (1 - pe)

@@ -25,6 +25,7 @@ from typing import Any
 
 from .models.base import Backend, Prompt
 from .records import MemoryLog, Turn
+from .replay import auc
 
 TARGET_FPR = 0.10
 MIN_WORDS = 6  # a passage must say something to become a statement
@@ -49,12 +50,6 @@ class Threshold:
     @classmethod
     def from_dict(cls, d: dict) -> Threshold:
         return cls(**{**d, "value": float(d["value"])})
-
-
-def auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
-    if not pos or not neg:
-        return None
-    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
 
 
 def pick(pos: Sequence[float], neg: Sequence[float], target: float = TARGET_FPR) -> Threshold:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .stats import cohen_kappa
+
 CATEGORIES = ("citation-supported", "provenance-repaired", "unsupported", "contradicted")
 GOLD_VALUES = (*CATEGORIES, "ambiguous")
 PREDICTED = (*CATEGORIES, "ambiguous")
@@ -30,18 +32,6 @@ def category(citation_label: str | None, expanded_label: str | None) -> str:
 def metric_name(cat: str) -> str:
     """`gold.recall.<name>`: gate names take no hyphens."""
     return cat.replace("-", "_")
-
-
-def _kappa(x: Sequence[str], y: Sequence[str]) -> float | None:
-    n = len(x)
-    if not n:
-        return None
-    po = sum(a == b for a, b in zip(x, y, strict=True)) / n
-    cats = set(x) | set(y)
-    pe = sum((x.count(c) / n) * (y.count(c) / n) for c in cats)
-    if pe == 1:
-        return 1.0 if po == 1 else None
-    return (po - pe) / (1 - pe)
 
 
 def gold_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -65,7 +55,7 @@ def gold_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         "accuracy": correct / len(scored),
         "correct": correct,
         "ambiguous": pred.count("ambiguous") / len(scored),
-        "kappa": _kappa(gold, pred),
+        "kappa": cohen_kappa(gold, pred),
         "recall": recall,
         "support": support,
         "confusion": matrix,

@@ -23,7 +23,6 @@ from .annotate import (
     Annotator,
     Decomposition,
     Item,
-    cohen_kappa,
     decompose,
     memory_label,
     obligation_label,
@@ -33,7 +32,7 @@ from .evidence import EvidenceSettings, Views, build_views
 from .models import ModelPool, ModelRoles, ModelSpec
 from .records import MemoryLog, Write
 from .runs import VIEW_NAMES, Stage, load_meta, save_meta
-from .stats import SCOPE_HELP, rates
+from .stats import SCOPE_HELP, cohen_kappa, rates
 
 Progress = Callable[[str, int, int], None]  # (stage, advance, total)
 UNTIL = ("views", "obligations", "primitives", "labels")

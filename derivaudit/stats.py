@@ -104,3 +104,16 @@ def cluster_bootstrap_ci(rows: Sequence[dict[str, Any]], metrics: dict[str, tupl
         return {name: (None, None) for name in metrics}
     draws = conversation_draws(len(groups), reps, seed)
     return {name: percentile_interval(balanced_resamples(*counts[name], draws)) for name in metrics}
+
+
+def cohen_kappa(x: Sequence[Any], y: Sequence[Any]) -> float | None:
+    """Cohen's kappa between two raters' categorical answers (None when undefined)."""
+    n = len(x)
+    if n == 0:
+        return None
+    cats = set(x) | set(y)
+    po = sum(i == j for i, j in zip(x, y, strict=True)) / n
+    pe = sum((list(x).count(c) / n) * (list(y).count(c) / n) for c in cats)
+    if pe == 1:
+        return 1.0 if po == 1 else None
+    return (po - pe) / (1 - pe)

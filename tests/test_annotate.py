@@ -14,7 +14,6 @@ from derivaudit.annotate import (
     Primitives,
     adjudicate,
     annotate,
-    cohen_kappa,
     decompose,
     memory_label,
     obligation_label,
@@ -61,13 +60,6 @@ def test_memory_label_precedence(labels, memory):
 def test_memory_label_needs_obligations():
     with pytest.raises(ValueError):
         memory_label([])
-
-
-def test_kappa():
-    assert cohen_kappa([1, 1, 0, 0], [1, 1, 0, 0]) == 1.0
-    assert cohen_kappa([1, 0, 1, 0], [0, 1, 0, 1]) == pytest.approx(-1.0)
-    assert cohen_kappa([1, 1, 1, 0], [1, 1, 0, 0]) == pytest.approx(0.5)
-    assert cohen_kappa([], []) is None
 
 
 # ---------------------------------------------------------------- obligation parsing

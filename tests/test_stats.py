@@ -3,8 +3,9 @@
 import math
 
 import numpy as np
+import pytest
 
-from derivaudit.stats import balanced_resamples, cluster_bootstrap_ci, percentile_interval, rates
+from derivaudit.stats import balanced_resamples, cluster_bootstrap_ci, cohen_kappa, percentile_interval, rates
 
 
 def _row(conv, cit, exp, limited=False, multi=False):
@@ -55,3 +56,10 @@ def test_resamples_skip_groups_without_a_denominator():
     assert out[0] == 0.5 and np.isnan(out[1]) and out[2] == 0.5
     assert percentile_interval(out) == (0.5, 0.5)
     assert percentile_interval(np.array([np.nan])) == (None, None)
+
+
+def test_kappa():
+    assert cohen_kappa([1, 1, 0, 0], [1, 1, 0, 0]) == 1.0
+    assert cohen_kappa([1, 0, 1, 0], [0, 1, 0, 1]) == pytest.approx(-1.0)
+    assert cohen_kappa([1, 1, 1, 0], [1, 1, 0, 0]) == pytest.approx(0.5)
+    assert cohen_kappa([], []) is None
