@@ -94,6 +94,16 @@ def score_from_top(
     return Score(lpy - lpn, lpy, lpn, bounded=not (ly and ln), k=k, top=preview)
 
 
+def common_prefix(seqs: Sequence[Sequence[int]]) -> int:
+    """Length of the longest common token prefix, leaving at least one token in every sequence."""
+    limit = min(len(s) for s in seqs) - 1
+    first = seqs[0]
+    n = 0
+    while n < limit and all(s[n] == first[n] for s in seqs):
+        n += 1
+    return n
+
+
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
     """The text before the first stop string (backends may stop after it or not at all)."""
     for s in stop:

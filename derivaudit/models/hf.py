@@ -34,6 +34,7 @@ from .base import (
     BackendError,
     Prompt,
     Score,
+    common_prefix,
     cut_at_stop,
     score_from_top,
     variant_ids,
@@ -83,16 +84,6 @@ class _StopOn(StoppingCriteria):
 
         tails = self.tokenizer.batch_decode(input_ids[:, self.start :], skip_special_tokens=True)
         return torch.tensor([any(s in t for s in self.stop) for t in tails], device=input_ids.device)
-
-
-def common_prefix(seqs: Sequence[Sequence[int]]) -> int:
-    """Length of the longest common token prefix, leaving at least one token in every sequence."""
-    limit = min(len(s) for s in seqs) - 1
-    first = seqs[0]
-    n = 0
-    while n < limit and all(s[n] == first[n] for s in seqs):
-        n += 1
-    return n
 
 
 def _sha(text: str) -> str:

@@ -28,6 +28,7 @@ from .base import (
     BackendError,
     Prompt,
     Score,
+    common_prefix,
     cut_at_stop,
     score_from_top,
     word_variants,
@@ -216,15 +217,7 @@ class LlamaCppBackend(Backend):
         groups: dict[str, list[int]] = {}
         for i, p in enumerate(prompts):
             groups.setdefault(p.shared, []).append(i)
-        out = []
-        for ix in groups.values():
-            limit = min(len(seqs[i]) for i in ix) - 1
-            common = 0
-            first = seqs[ix[0]]
-            while common < limit and all(seqs[i][common] == first[common] for i in ix):
-                common += 1
-            out.append((ix, common))
-        return seqs, out
+        return seqs, [(ix, common_prefix([seqs[i] for i in ix])) for ix in groups.values()]
 
     # ------------------------------------------------------------ the interface
 
