@@ -22,7 +22,7 @@ from typing import Any
 
 from . import templates
 from .evidence import STOP_WORDS, tokenize
-from .models.base import Backend, Prompt, Score
+from .models.base import Backend, Prompt, Score, Verdict
 from .records import Turn, Write
 from .views import passage_line
 
@@ -30,6 +30,11 @@ KINDS = ("fact", "relation", "qualifier")
 RELATION_TYPES = ("cause", "purpose", "support-for", "part-of", "sequence", "comparison", "other")
 QUALIFIER_TYPES = ("timing", "modality", "quantity", "attribution")
 OBLIGATION_LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
+# E asks yes/no "do the passages show it is true?". R is a three-way choice (true / false / not said)
+# read as log p(false) - log p(true or not said): asked yes/no "...is false?", small models answer
+# whether the passages are relevant (SPEC, prototype), not whether they refute.
+QUESTIONS = {"e": "der_e", "r": "der_r3"}
+ADJUDICATE = {"e": "adjudicate_e", "r": "adjudicate_r3"}
 MEMORY_PRECEDENCE = ("contradicted", "unsupported", "ambiguous", "supported")
 
 _LINE = re.compile(
@@ -334,7 +339,7 @@ class _Job:
     item: Item
     prim: Primitives
     backend: Backend
-    task: Callable[[str], str]  # which ("e" | "r") -> the question after the evidence block
+    task: Callable[[str], Task]  # which ("e" | "r") -> the question after the evidence block
     thresholds: dict[str, float]
 
 
@@ -398,7 +403,7 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
                 continue
             setattr(job.prim, f"{which}_subset", nums)
             checks.append((job, which, nums))
-    scores = score_all([(job.backend, Prompt(job.item.subset_shared(nums), job.task(which)))
+    scores = score_all([(job.backend, _prompt(job.item.subset_shared(nums), job.task(which)))
                         for job, which, nums in checks])
     for (job, which, nums), sc in zip(checks, scores, strict=True):
         job.prim.scores[f"{which}_subset"] = sc.logodds
@@ -409,7 +414,12 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
             setattr(job.prim, which, False)
 
 
-Asker = tuple[Backend, Callable[[int, Item], str], Callable[[int, Item, str], str], dict[str, float]]
+Task = tuple[str, Verdict]  # a question after the evidence block, and the answer words it is read from
+Asker = tuple[Backend, Callable[[int, Item], str], Callable[[int, Item, str], Task], dict[str, float]]
+
+
+def _prompt(shared: str, task: Task) -> Prompt:
+    return Prompt(shared, task[0], verdict=task[1])
 
 
 def _answers(items: Sequence[Item], askers: Sequence[Asker]) -> list[list[Primitives]]:
@@ -426,9 +436,9 @@ def _answers(items: Sequence[Item], askers: Sequence[Asker]) -> list[list[Primit
             slots.append((j, k, "d"))
             if it.passages:
                 for which in ("e", "r"):
-                    reqs.append((be, Prompt(it.shared, er_task(k, it, which))))
+                    reqs.append((be, _prompt(it.shared, er_task(k, it, which))))
                     slots.append((j, k, which))
-                    reqs.append((be, Prompt(it.null_shared, er_task(k, it, which))))
+                    reqs.append((be, _prompt(it.null_shared, er_task(k, it, which))))
                     slots.append((j, k, f"{which}_null"))
     prims = [[Primitives(None, False, False) for _ in items] for _ in askers]
     got: dict[tuple[int, int, str], Score] = {}
@@ -449,12 +459,21 @@ def _answers(items: Sequence[Item], askers: Sequence[Asker]) -> list[list[Primit
     return prims
 
 
+def question(which: str, variant: str) -> str:
+    """The prompt file of an annotator's E or R question (R is a three-way choice: see QUESTIONS)."""
+    return f"{QUESTIONS[which]}_{variant}"
+
+
+def ask(name: str, **fields: str) -> Task:
+    return templates.render(name, **fields), templates.verdict(name)
+
+
 def _asker(annotator: Annotator) -> Asker:
     v = annotator.variant
     return (
         annotator.backend,
         lambda k, it: templates.render(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
-        lambda k, it, which: templates.render(f"der_{which}_{v}", obligation=it.obligation.text),
+        lambda k, it, which: ask(question(which, v), obligation=it.obligation.text),
         annotator.thresholds,
     )
 
@@ -482,7 +501,7 @@ def adjudicate(items: Sequence[Item], a: Sequence[Primitives], b: Sequence[Primi
     return _answers(items, [(
         adjudicator.backend,
         lambda k, it: templates.render("adjudicate_d", record=it.write.text, **fields(k, it)),
-        lambda k, it, which: templates.render(f"adjudicate_{which}", **fields(k, it)),
+        lambda k, it, which: ask(ADJUDICATE[which], **fields(k, it)),
         adjudicator.thresholds,
     )])[0]
 

@@ -128,16 +128,18 @@ def calibrate(backend: Backend, variant: str, log: MemoryLog, n: int = 24, targe
     """Score the calibration items with one annotator's E and R questions (its wording `variant`)
     and pick its thresholds. Returns thresholds and health: TPR at the target FPR, AUC, the share
     of items answered yes to both E and R, and the correlation of E and R scores."""
-    from . import templates
-    from .annotate import passages_block, score_all
+    from .annotate import ask, passages_block, question, score_all
 
     items = build_items(log, n=n)
     e_items = [it for it in items if it.kind == "e"]
     r_pos = [it for it in items if it.kind == "r"]
 
     def prompts(its: Sequence[Item], which: str) -> list[tuple[Backend, Prompt]]:
-        return [(backend, Prompt(passages_block(it.passages),
-                                 templates.render(f"der_{which}_{variant}", obligation=it.statement))) for it in its]
+        out = []
+        for it in its:
+            task, verdict = ask(question(which, variant), obligation=it.statement)
+            out.append((backend, Prompt(passages_block(it.passages), task, verdict=verdict)))
+        return out
 
     scores = score_all(prompts(e_items, "e") + prompts(e_items, "r") + prompts(r_pos, "r"))
     vals = [s.logodds for s in scores]

@@ -2,6 +2,8 @@
 wheel build) or, in a source checkout, in the repository's top-level `prompts/`.
 
 Placeholders are `$name` (string.Template), so JSON examples with braces need no escaping.
+A scored prompt whose answer is not yes/no names its answer words in a first line
+`#! for: B | against: A C` (read by `verdict`, never sent to the model).
 """
 
 from __future__ import annotations
@@ -21,11 +23,31 @@ def prompt_dir() -> Path:
 
 
 @cache
-def load(name: str) -> str:
+def _read(name: str) -> tuple[str, tuple[tuple[str, ...], tuple[str, ...]]]:
     path = prompt_dir() / f"{name}.txt"
     if not path.exists():
         raise FileNotFoundError(f"no prompt file {path.name} in {path.parent}")
-    return path.read_text("utf-8")
+    text = path.read_text("utf-8")
+    if not text.startswith("#!"):
+        return text, (("yes",), ("no",))
+    head, _, body = text.partition("\n")
+    sides = dict(part.strip().partition(":")[::2] for part in head[2:].split("|"))
+    try:
+        verdict = (tuple(sides["for"].split()), tuple(sides["against"].split()))
+    except KeyError:
+        raise ValueError(f"{path}: line 1 must read '#! for: WORDS | against: WORDS'") from None
+    if not all(verdict):
+        raise ValueError(f"{path}: line 1 names no answer word on one side")
+    return body, verdict
+
+
+def load(name: str) -> str:
+    return _read(name)[0]
+
+
+def verdict(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The answer words the prompt's score is read from: (for, against)."""
+    return _read(name)[1]
 
 
 def render(name: str, **fields: str) -> str:

@@ -2,8 +2,8 @@
 words on the page, not from a language model, so a test can know what the right answer is.
 
 Score: +4 when every content word of the statement (after "Statement:"/"Claim:"/"Obligation:")
-appears in the evidence block before it, else -4; a question that asks whether the statement is
-false gets +4 only when the evidence contains "never" next to the statement's first word. The
+appears in the evidence block before it, else -4; the R question (a choice read for "false")
+gets +4 only when the evidence contains "never" next to the statement's first word. The
 subset answer is scripted per test (`subset_answer`)."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class RuleBackend(Backend):
             self.seen.append(p)
             st = words(self._statement(p.task))
             evidence = words(p.shared)
-            false_q = "false" in p.task
+            false_q = p.verdict[0] != ("yes",)  # the three-way R question, read for "false"
             if not p.shared:  # D: determinate
                 out.append(Score(4.0, -0.1, -4.1))
                 continue

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from derivaudit.models import BackendError, Prompt, load_backend
+from derivaudit.models.base import logsumexp
 from derivaudit.models.embedded import Chunked, assemble
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install '.[llamacpp]')")
@@ -45,6 +46,17 @@ def test_agrees_with_the_transformers_backend(smol):
     got = smol.score(prompts)
     # same weights (Q4_1), quantized matmuls in llama.cpp vs de-quantized float32 in torch
     assert max(abs(a.logodds - b.logodds) for a, b in zip(got, ref, strict=True)) < 1.0
+
+
+def test_a_choice_verdict_reads_its_letters(smol):
+    p = Prompt(EVIDENCE, "Statement: Sam has a dog.\nA. true\nB. false\nC. not said\n"
+                         "Answer with one letter: A, B or C.", verdict=(("B",), ("A", "C")))
+    (s,) = smol.score([p])
+    top = dict(smol.top_logprobs([p], 100)[0])
+    b = [lp for t, lp in top.items() if t.strip() == "B"]
+    ac = [lp for t, lp in top.items() if t.strip() in ("A", "C")]
+    assert s.ok and s.logp_yes == pytest.approx(logsumexp(b), abs=1e-4)
+    assert s.logp_no == pytest.approx(logsumexp(ac), abs=1e-4)
 
 
 def test_generate_is_greedy_and_stops(smol):

@@ -11,7 +11,7 @@ import pytest
 from derivaudit import load_log
 from derivaudit.evidence import build_views
 from derivaudit.models import BackendError, CachedBackend, Prompt, ResultCache, load_backend, score_from_top
-from derivaudit.models.base import word_variants
+from derivaudit.models.base import logsumexp, word_variants
 from derivaudit.models.openai import OpenAIBackend
 from derivaudit.views import evidence_block, get_view
 
@@ -108,6 +108,37 @@ def test_variant_tokens_of_the_real_tokenizer(smol):
     assert {"no", " no", "No", " No"} <= decoded_no
     assert all(d.strip().lower() == "yes" for d in decoded_yes)
     assert all(d.strip().lower() == "no" for d in decoded_no)
+
+
+LETTERS = (("B",), ("A", "C"))
+CHOICE = Prompt("Passages:\n[1] Ann: I sold my bike.\n", "Statement: Ann still rides her bike.\nA. true\nB. false\n"
+                "C. not said\nAnswer with one letter: A, B or C.", verdict=LETTERS)
+
+
+def test_one_letter_choices_keep_their_case():
+    assert word_variants("B") == ["B", " B"]
+    assert set(word_variants("yes")) == {"yes", " yes", "Yes", " Yes", "YES", " YES"}
+
+
+@pytest.mark.slow
+def test_a_choice_verdict_reads_its_letters(smol):
+    (s,) = smol.score([CHOICE])
+    top = dict(smol.top_logprobs([CHOICE], 100)[0])
+    b = [lp for t, lp in top.items() if t.strip() == "B"]
+    ac = [lp for t, lp in top.items() if t.strip() in ("A", "C")]
+    assert s.ok and s.logp_yes == pytest.approx(logsumexp(b), abs=1e-4)
+    assert s.logp_no == pytest.approx(logsumexp(ac), abs=1e-4)
+    (yn,) = smol.score([Prompt(CHOICE.shared, CHOICE.task)])  # the same text read as yes/no is another score
+    assert yn.logodds != pytest.approx(s.logodds)
+
+
+@pytest.mark.slow
+def test_the_cache_keeps_verdicts_apart(smol, tmp_path):
+    be = CachedBackend(smol, ResultCache(tmp_path / "c.sqlite"))
+    letters = be.score([CHOICE])[0]
+    plain = be.score([Prompt(CHOICE.shared, CHOICE.task)])[0]
+    assert letters.logodds != plain.logodds
+    assert be.score([CHOICE])[0].logodds == letters.logodds and be.hits == 1
 
 
 @pytest.mark.slow
@@ -212,6 +243,8 @@ def test_openai_backend_matches_local_model(smol, fixture_prompts):
             if r.ok:
                 assert r.logodds == pytest.approx(loc.logodds, abs=1e-3)
         assert all(req["top_logprobs"] == 20 and req["max_tokens"] == 1 for req in server.requests)
+        (letters,) = be.score([CHOICE])
+        assert letters.logodds == pytest.approx(smol.score([CHOICE], k=20)[0].logodds, abs=1e-3)
         assert be.generate([Prompt("", "Say hi.")], max_new_tokens=4)[0]
 
 

@@ -21,3 +21,24 @@ def test_unknown_prompt_is_a_clear_error():
 def test_every_view_has_a_prompt_file_ending_with_the_answer_instruction():
     for name in VIEWS:
         assert templates.load(f"view_{name}").rstrip().endswith(ANSWER_SUFFIX), name
+
+
+def test_answer_words_come_from_the_header_line_and_never_reach_the_model():
+    assert templates.verdict("der_r3_a") == (("B",), ("A", "C"))
+    assert not templates.load("der_r3_a").startswith("#!")
+    assert "#!" not in templates.render("der_r3_a", obligation="x")
+    assert templates.verdict("der_e_a") == (("yes",), ("no",))
+
+
+def test_a_bad_header_is_a_clear_error(tmp_path, monkeypatch):
+    (tmp_path / "bad.txt").write_text("#! for: B\nQuestion?\n")
+    (tmp_path / "empty.txt").write_text("#! for: | against: A\nQuestion?\n")
+    monkeypatch.setattr(templates, "prompt_dir", lambda: tmp_path)
+    templates._read.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="line 1 must read"):
+            templates.verdict("bad")
+        with pytest.raises(ValueError, match="names no answer word"):
+            templates.verdict("empty")
+    finally:
+        templates._read.cache_clear()

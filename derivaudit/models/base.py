@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 YES, NO = "yes", "no"
 DEFAULT_TOP_K = 100
+
+Verdict = tuple[tuple[str, ...], tuple[str, ...]]
+YES_NO: Verdict = ((YES,), (NO,))
+"""The answer words a verdict is read from: (words for, words against). Yes/no by default; a
+multiple-choice question reads its letters, e.g. (("B",), ("A", "C")) = log p(B) - log p(A or C)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +36,7 @@ class Prompt:
     task: str
     system: str | None = None
     answer_prefix: str = ""  # the start of the assistant's reply, to steer the output format
+    verdict: Verdict = YES_NO  # which first tokens count for and against (score only)
 
     @property
     def text(self) -> str:
@@ -114,8 +120,9 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> str:
 
 
 def word_variants(word: str) -> list[str]:
-    """Surface forms of a verdict word that count as that word: case and a leading space."""
-    forms = dict.fromkeys([word.lower(), word.capitalize(), word.upper()])
+    """Surface forms of a verdict word that count as that word: case and a leading space. A
+    one-letter choice keeps its case ("a" is an article, not option A)."""
+    forms = dict.fromkeys([word] if len(word) == 1 else [word.lower(), word.capitalize(), word.upper()])
     return [p + f for f in forms for p in ("", " ")]
 
 
@@ -124,9 +131,27 @@ def variant_ids(tokenizer: Any, word: str) -> set[int]:
     out = set()
     for form in word_variants(word):
         ids = tokenizer.encode(form, add_special_tokens=False)
-        if len(ids) == 1 and tokenizer.decode(ids).strip().lower() == word:
+        if len(ids) == 1 and tokenizer.decode(ids).strip().lower() == word.lower():
             out.add(ids[0])
     return out
+
+
+class VerdictIds:
+    """The token ids (or strings) of each verdict's words, computed once per verdict. `ids_of`
+    maps one word to the set of its single-token forms."""
+
+    def __init__(self, ids_of: Callable[[str], set[Hashable]]):
+        self.ids_of = ids_of
+        self._memo: dict[Verdict, tuple[set[Hashable], set[Hashable]]] = {}
+
+    def __call__(self, verdict: Verdict) -> tuple[set[Hashable], set[Hashable]]:
+        if verdict not in self._memo:
+            sides = tuple(set().union(*(self.ids_of(w) for w in words)) for words in verdict)
+            missing = [w for words in verdict for w in words if not self.ids_of(w)]
+            if missing:
+                raise BackendError(f"no single-token form of {', '.join(map(repr, missing))} in this tokenizer")
+            self._memo[verdict] = sides  # type: ignore[assignment]
+        return self._memo[verdict]
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ..paths import cache_path
-from .base import DEFAULT_TOP_K, Backend, Prompt, Score
+from .base import DEFAULT_TOP_K, YES_NO, Backend, Prompt, Score
 
 CACHE_VERSION = 1
 
@@ -123,7 +123,8 @@ class CachedBackend(Backend):
         return [found[k] for k in keys]
 
     def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
-        payloads = [{"prompt": [p.system, p.shared, p.task, p.answer_prefix], "k": k} for p in prompts]
+        payloads = [{"prompt": [p.system, p.shared, p.task, p.answer_prefix], "k": k,
+                     **({} if p.verdict == YES_NO else {"verdict": p.verdict})} for p in prompts]
         values = self._cached("score", payloads,
                               lambda todo: [s.to_dict() for s in self.inner.score([prompts[i] for i in todo], k)])
         return [Score.from_dict(v) for v in values]

@@ -28,12 +28,12 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from ..paths import home
 from .base import (
     DEFAULT_TOP_K,
-    NO,
-    YES,
+    YES_NO,
     Backend,
     BackendError,
     Prompt,
     Score,
+    VerdictIds,
     common_prefix,
     cut_at_stop,
     score_from_top,
@@ -138,10 +138,11 @@ class TransformersBackend(Backend):
         ident["chat_template_sha256"] = _sha(self.template or "")
         ident["dtype"] = str(tdtype).removeprefix("torch.")
         self._identity = {"backend": self.name, **ident}
-        self.yes_ids = self.variant_ids(YES)
-        self.no_ids = self.variant_ids(NO)
-        if not self.yes_ids or not self.no_ids:
-            raise BackendError(f"{model!r}: no single-token form of 'yes' or 'no' in this tokenizer")
+        self.verdict_ids = VerdictIds(self.variant_ids)
+        try:
+            self.yes_ids, self.no_ids = self.verdict_ids(YES_NO)
+        except BackendError as e:
+            raise BackendError(f"{model!r}: {e}") from None
 
     @property
     def model(self) -> Any:
@@ -255,11 +256,11 @@ class TransformersBackend(Backend):
         self.usage.calls += 1
         return torch.log_softmax(logits, dim=-1)
 
-    def _read(self, logprobs, k: int) -> list[Score]:
+    def _read(self, logprobs, k: int, prompts: Sequence[Prompt]) -> list[Score]:
         vals, idx = logprobs.topk(k, dim=-1)
         scores = []
-        for v, i in zip(vals.tolist(), idx.tolist(), strict=True):
-            scores.append(score_from_top(list(zip(i, v, strict=True)), self.yes_ids, self.no_ids, k,
+        for v, i, p in zip(vals.tolist(), idx.tolist(), prompts, strict=True):
+            scores.append(score_from_top(list(zip(i, v, strict=True)), *self.verdict_ids(p.verdict), k,
                                          label=lambda t: self.tokenizer.decode([t])))
         return scores
 
@@ -323,19 +324,21 @@ class TransformersBackend(Backend):
         seqs, shared, plain = self._plan(prompts)
         results: list[Score | None] = [None] * len(seqs)
         for ix, common in shared:
-            self._score_shared(ix, seqs, common, k, results)
-        self._score_plain(plain, seqs, k, results)
+            self._score_shared(ix, seqs, common, k, results, prompts)
+        self._score_plain(plain, seqs, k, results, prompts)
         return results  # type: ignore[return-value]
 
-    def _score_plain(self, ix: list[int], seqs: list[list[int]], k: int, results: list[Score | None]) -> None:
+    def _score_plain(self, ix: list[int], seqs: list[list[int]], k: int, results: list[Score | None],
+                     prompts: Sequence[Prompt]) -> None:
         lengths = [len(s) for s in seqs]
         for batch in self._batches(ix, lengths):
             self.usage.computed_tokens += sum(lengths[i] for i in batch)
-            for i, s in zip(batch, self._read(self._forward_last([seqs[i] for i in batch]), k), strict=True):
+            lp = self._forward_last([seqs[i] for i in batch])
+            for i, s in zip(batch, self._read(lp, k, [prompts[i] for i in batch]), strict=True):
                 results[i] = s
 
     def _score_shared(self, ix: list[int], seqs: list[list[int]], common: int, k: int,
-                      results: list[Score | None]) -> None:
+                      results: list[Score | None], prompts: Sequence[Prompt]) -> None:
         """Run the common token prefix once, then every suffix over a batch-expanded copy of its cache."""
         prefix_cache = self._prefix(seqs[ix[0]][:common])
         suffix = {i: seqs[i][common:] for i in ix}
@@ -345,7 +348,7 @@ class TransformersBackend(Backend):
             cache.batch_repeat_interleave(len(batch))
             self.usage.computed_tokens += sum(lengths[i] for i in batch)
             lp = self._forward_last([suffix[i] for i in batch], past=cache)
-            for i, s in zip(batch, self._read(lp, k), strict=True):
+            for i, s in zip(batch, self._read(lp, k, [prompts[i] for i in batch]), strict=True):
                 results[i] = s
 
     # ------------------------------------------------------------ generation

@@ -22,12 +22,12 @@ from typing import Any
 
 from .base import (
     DEFAULT_TOP_K,
-    NO,
-    YES,
+    YES_NO,
     Backend,
     BackendError,
     Prompt,
     Score,
+    VerdictIds,
     common_prefix,
     cut_at_stop,
     score_from_top,
@@ -84,10 +84,11 @@ class LlamaCppBackend(Backend):
         self._identity = {"backend": self.name, "model": label, "file": str(path), "file_sha256": file_sha256(path),
                           "chat_template_sha256": _sha(self.template or ""), "dtype": meta.get("general.file_type"),
                           "n_ctx": n_ctx}
-        self.yes_ids = self._variant_ids(YES)
-        self.no_ids = self._variant_ids(NO)
-        if not self.yes_ids or not self.no_ids:
-            raise BackendError(f"{model!r}: no single-token form of 'yes' or 'no' in this tokenizer")
+        self.verdict_ids = VerdictIds(self._variant_ids)
+        try:
+            self.yes_ids, self.no_ids = self.verdict_ids(YES_NO)
+        except BackendError as e:
+            raise BackendError(f"{model!r}: {e}") from None
 
     def _open(self, vocab_only: bool = False) -> Any:
         try:
@@ -114,7 +115,7 @@ class LlamaCppBackend(Backend):
         out = set()
         for form in word_variants(word):
             ids = self._vocab.tokenize(form.encode(), add_bos=False, special=False)
-            if len(ids) == 1 and self._vocab.detokenize(ids).decode("utf-8", "replace").strip().lower() == word:
+            if len(ids) == 1 and self._vocab.detokenize(ids).decode("utf-8", "replace").strip().lower() == word.lower():
                 out.add(ids[0])
         return out
 
@@ -233,7 +234,7 @@ class LlamaCppBackend(Backend):
                 lp = self._last_logprobs()
                 top = np.argpartition(-lp, k)[:k]
                 top = top[np.argsort(-lp[top])]
-                out[i] = score_from_top([(int(t), float(lp[t])) for t in top], self.yes_ids, self.no_ids, k,
+                out[i] = score_from_top([(int(t), float(lp[t])) for t in top], *self.verdict_ids(prompts[i].verdict), k,
                                         label=lambda t: self._vocab.detokenize([t]).decode("utf-8", "replace"))
         return out  # type: ignore[return-value]
 

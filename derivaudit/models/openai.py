@@ -21,12 +21,11 @@ import httpx
 
 from .base import (
     DEFAULT_TOP_K,
-    NO,
-    YES,
     Backend,
     BackendError,
     Prompt,
     Score,
+    VerdictIds,
     cut_at_stop,
     score_from_top,
     word_variants,
@@ -64,8 +63,7 @@ class OpenAIBackend(Backend):
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self.client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"},
                                    limits=httpx.Limits(max_connections=self.concurrency * len(self.base_urls)))
-        self.yes = set(word_variants(YES))
-        self.no = set(word_variants(NO))
+        self.verdict_ids = VerdictIds(lambda w: set(word_variants(w)))
         self.retries = 0
 
     def identity(self) -> dict[str, Any]:
@@ -129,7 +127,7 @@ class OpenAIBackend(Backend):
             details = usage.get("prompt_tokens_details") or {}
             self.usage.computed_tokens += int(usage.get("prompt_tokens") or 0) - int(details.get("cached_tokens") or 0)
             top = sorted(((t["token"], float(t["logprob"])) for t in first), key=lambda x: -x[1])
-            return score_from_top(top, self.yes, self.no, k_used)
+            return score_from_top(top, *self.verdict_ids(p.verdict), k_used)
 
         out = self._map(one, prompts)
         self.usage.prompts += len(prompts)

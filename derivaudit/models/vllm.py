@@ -14,7 +14,17 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from .base import DEFAULT_TOP_K, NO, YES, Backend, BackendError, Prompt, Score, score_from_top, variant_ids
+from .base import (
+    DEFAULT_TOP_K,
+    YES_NO,
+    Backend,
+    BackendError,
+    Prompt,
+    Score,
+    VerdictIds,
+    score_from_top,
+    variant_ids,
+)
 
 
 class VLLMBackend(Backend):
@@ -40,8 +50,8 @@ class VLLMBackend(Backend):
             "logprobs_mode": "raw_logprobs",
         }
         self.template = bool(template)
-        self.yes_ids = variant_ids(self.tokenizer, YES)
-        self.no_ids = variant_ids(self.tokenizer, NO)
+        self.verdict_ids = VerdictIds(lambda w: variant_ids(self.tokenizer, w))
+        self.yes_ids, self.no_ids = self.verdict_ids(YES_NO)
 
     def identity(self) -> dict[str, Any]:
         return dict(self._identity)
@@ -58,13 +68,13 @@ class VLLMBackend(Backend):
         params = SamplingParams(max_tokens=1, temperature=0, logprobs=k)
         outs = self.llm.generate([self.render(p) for p in prompts], params, use_tqdm=False)
         scores = []
-        for o in outs:
+        for o, p in zip(outs, prompts, strict=True):
             self.usage.prompts += 1
             self.usage.prompt_tokens += len(o.prompt_token_ids)
             self.usage.computed_tokens += len(o.prompt_token_ids) - (o.num_cached_tokens or 0)
             first = o.outputs[0].logprobs[0]  # {token_id: Logprob}
             top = sorted(((tid, lp.logprob) for tid, lp in first.items()), key=lambda x: -x[1])
-            scores.append(score_from_top(top, self.yes_ids, self.no_ids, k,
+            scores.append(score_from_top(top, *self.verdict_ids(p.verdict), k,
                                          label=lambda t: self.tokenizer.decode([t])))
         self.usage.calls += 1
         return scores
