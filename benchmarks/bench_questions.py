@@ -72,12 +72,14 @@ def main() -> None:
         be = pool.get(spec)
         print(f"{len(rows)} writes; model {args.model}")
         print(f"{'question':<14} {'target':<13} {'AUC real':>8} {'AUC -null':>9}  yes at argmax by gold category")
-        for q in questions:
-            prompts = []
+        prompts = []
+        for q in questions:  # one call: every question over one write's evidence shares its prefix
             for _, stmt, real, null in rows:
                 task, verdict = ask(q, obligation=stmt)
                 prompts += [Prompt(real, task, verdict=verdict), Prompt(null, task, verdict=verdict)]
-            scores = be.score(prompts)
+        all_scores = be.score(prompts)
+        for qi, q in enumerate(questions):
+            scores = all_scores[2 * len(rows) * qi: 2 * len(rows) * (qi + 1)]
             real_s = [s.logodds for s in scores[0::2]]
             null_s = [s.logodds for s in scores[1::2]]
             target = SUPPORTED if "_e" in q else {"contradicted"}
