@@ -123,22 +123,46 @@ def thresholds(e_pos: Sequence[float], e_neg: Sequence[float], r_pos: Sequence[f
     return {"e": pick(e_pos, e_neg, target), "r": pick(r_pos, r_neg, target)}
 
 
-def calibrate(backend: Backend, variant: str, log: MemoryLog, n: int = 24, target: float = TARGET_FPR
-              ) -> dict[str, Any]:
-    """Score the calibration items with one annotator's E and R questions (its wording `variant`)
-    and pick its thresholds. Returns thresholds and health: TPR at the target FPR, AUC, the share
-    of items answered yes to both E and R, and the correlation of E and R scores."""
-    from .annotate import ask, passages_block, question, score_all
+def annotator_task(variant: str):
+    """An annotator's E/R question for a statement (its wording `variant`)."""
+    from .annotate import ask, question
+
+    return lambda which, statement: ask(question(which, variant), obligation=statement)
+
+
+def adjudicator_task():
+    """The adjudicator's E/R question as it meets it: after two assessments that disagree on that
+    primitive (one yes, one no, in an order seeded by the statement)."""
+    from .annotate import ADJUDICATE, Primitives, ask
+
+    def task(which: str, statement: str):
+        yes = Primitives(True, which == "e", which == "r").describe()
+        no = Primitives(True, False, False).describe()
+        coin = random.Random(hashlib.sha256(statement.encode()).digest()).random() < 0.5
+        first, second = (yes, no) if coin else (no, yes)
+        return ask(ADJUDICATE[which], obligation=statement, first=first, second=second)
+
+    return task
+
+
+def calibrate(backend: Backend, variant: str, log: MemoryLog, n: int = 24, target: float = TARGET_FPR,
+              task=None) -> dict[str, Any]:
+    """Score the calibration items with one annotator's E and R questions (its wording `variant`,
+    or `task(which, statement) -> (question, verdict)`, e.g. `adjudicator_task()`) and pick its
+    thresholds. Returns thresholds and health: TPR at the target FPR, AUC, the share of items
+    answered yes to both E and R, and the correlation of E and R scores."""
+    from .annotate import passages_block, score_all
 
     items = build_items(log, n=n)
     e_items = [it for it in items if it.kind == "e"]
     r_pos = [it for it in items if it.kind == "r"]
+    task = task or annotator_task(variant)
 
     def prompts(its: Sequence[Item], which: str) -> list[tuple[Backend, Prompt]]:
         out = []
         for it in its:
-            task, verdict = ask(question(which, variant), obligation=it.statement)
-            out.append((backend, Prompt(passages_block(it.passages), task, verdict=verdict)))
+            question, verdict = task(which, it.statement)
+            out.append((backend, Prompt(passages_block(it.passages), question, verdict=verdict)))
         return out
 
     scores = score_all(prompts(e_items, "e") + prompts(e_items, "r") + prompts(r_pos, "r"))

@@ -198,9 +198,10 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     # -- calibration: each annotator's E and R thresholds from items built from the log itself
     t0 = time.time()
     health = {}
-    for x in (a, b):
+    for x in (a, b, adj):
         if cfg.calibrate:
-            cal = calibrate.calibrate(x.backend, x.variant, log)
+            task = calibrate.adjudicator_task() if x is adj else None
+            cal = calibrate.calibrate(x.backend, x.variant, log, task=task)
             x.thresholds = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
             health[x.role] = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()},
                               "warning": calibrate.health_warning(x.role, cal)}

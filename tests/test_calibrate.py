@@ -41,3 +41,23 @@ def test_items_are_built_from_the_log_deterministically(fixtures):
         assert not any(neg.statement.endswith(f'"{" ".join(t.text.split())}"') for t in pos.passages)
         assert rneg.statement.startswith("It is not true that") and rneg.passages == pos.passages
         assert ids == {t.turn_id for t in neg.passages}
+
+
+def test_the_adjudicator_is_calibrated_on_its_own_question_after_a_disagreement(fixtures):
+    from derivaudit.calibrate import adjudicator_task, calibrate
+
+    from .rule_backend import RuleBackend
+
+    log = load_log(fixtures / "memories.jsonl")
+    be = RuleBackend()
+    cal = calibrate(be, "a", log, n=6, task=adjudicator_task())
+    asked = [p.task for p in be.seen]
+    assert asked and all("They disagree" in t and "Assessment 1" in t for t in asked)
+    for t in asked:  # one assessment says yes and the other no, on the primitive asked about
+        a1 = t.split("Assessment 1: ", 1)[1].split("\n", 1)[0]
+        a2 = t.split("Assessment 2: ", 1)[1].split("\n", 1)[0]
+        assert a1 != a2
+    r_prompts = [p for p in be.seen if p.verdict != (("yes",), ("no",))]
+    assert r_prompts and all(p.verdict == (("B",), ("A", "C")) for p in r_prompts)
+    # the rule verifier answers from the words alone, so the same items give the same thresholds
+    assert cal["thresholds"] == calibrate(RuleBackend(), "a", log, n=6)["thresholds"]
