@@ -9,8 +9,9 @@ import math
 import pytest
 
 from derivaudit.models import BackendError, Prompt, load_backend
-from derivaudit.models.base import logsumexp
 from derivaudit.models.embedded import Chunked, assemble
+
+from .verdicts import assert_reads_letters, choice_prompt
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install '.[llamacpp]')")
 
@@ -49,14 +50,7 @@ def test_agrees_with_the_transformers_backend(smol):
 
 
 def test_a_choice_verdict_reads_its_letters(smol):
-    p = Prompt(EVIDENCE, "Statement: Sam has a dog.\nA. true\nB. false\nC. not said\n"
-                         "Answer with one letter: A, B or C.", verdict=(("B",), ("A", "C")))
-    (s,) = smol.score([p])
-    top = dict(smol.top_logprobs([p], 100)[0])
-    b = [lp for t, lp in top.items() if t.strip() == "B"]
-    ac = [lp for t, lp in top.items() if t.strip() in ("A", "C")]
-    assert s.ok and s.logp_yes == pytest.approx(logsumexp(b), abs=1e-4)
-    assert s.logp_no == pytest.approx(logsumexp(ac), abs=1e-4)
+    assert_reads_letters(smol, choice_prompt(EVIDENCE, "Sam has a dog."))
 
 
 def test_generate_is_greedy_and_stops(smol):

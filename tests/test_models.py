@@ -11,11 +11,12 @@ import pytest
 from derivaudit import load_log
 from derivaudit.evidence import build_views
 from derivaudit.models import BackendError, CachedBackend, Prompt, ResultCache, load_backend, score_from_top
-from derivaudit.models.base import logsumexp, word_variants
+from derivaudit.models.base import word_variants
 from derivaudit.models.openai import OpenAIBackend
 from derivaudit.views import evidence_block, get_view
 
 from .openai_server import ModelServer
+from .verdicts import assert_reads_letters, choice_prompt
 
 # ---------------------------------------------------------------- the rule, on known numbers
 
@@ -110,9 +111,7 @@ def test_variant_tokens_of_the_real_tokenizer(smol):
     assert all(d.strip().lower() == "no" for d in decoded_no)
 
 
-LETTERS = (("B",), ("A", "C"))
-CHOICE = Prompt("Passages:\n[1] Ann: I sold my bike.\n", "Statement: Ann still rides her bike.\nA. true\nB. false\n"
-                "C. not said\nAnswer with one letter: A, B or C.", verdict=LETTERS)
+CHOICE = choice_prompt("Passages:\n[1] Ann: I sold my bike.\n", "Ann still rides her bike.")
 
 
 def test_one_letter_choices_keep_their_case():
@@ -122,12 +121,8 @@ def test_one_letter_choices_keep_their_case():
 
 @pytest.mark.slow
 def test_a_choice_verdict_reads_its_letters(smol):
+    assert_reads_letters(smol, CHOICE)
     (s,) = smol.score([CHOICE])
-    top = dict(smol.top_logprobs([CHOICE], 100)[0])
-    b = [lp for t, lp in top.items() if t.strip() == "B"]
-    ac = [lp for t, lp in top.items() if t.strip() in ("A", "C")]
-    assert s.ok and s.logp_yes == pytest.approx(logsumexp(b), abs=1e-4)
-    assert s.logp_no == pytest.approx(logsumexp(ac), abs=1e-4)
     (yn,) = smol.score([Prompt(CHOICE.shared, CHOICE.task)])  # the same text read as yes/no is another score
     assert yn.logodds != pytest.approx(s.logodds)
 
