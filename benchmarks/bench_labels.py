@@ -37,21 +37,31 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 
 
-def locomo_dev_log(locomo: Path, work: Path) -> Path | None:
-    """The dev writes joined with their conversations' turns, written to `work`."""
+def locomo_dev_log(locomo: Path, work: Path, per_group: int | None = None) -> Path | None:
+    """The dev writes joined with their conversations' turns, written to `work`; with `per_group`,
+    only the first that many writes of each (conversation, gold category): a balanced subset."""
     if not locomo.exists():
         return None
     dev = ROOT / "fixtures" / "locomo_dev.jsonl"
     import orjson
 
     writes = [orjson.loads(x) for x in dev.read_bytes().splitlines() if x.strip()]
+    if per_group:
+        seen: dict[tuple[str, str], int] = {}
+        keep = []
+        for w in writes:
+            g = (w.get("conversation_id"), (w.get("meta") or {}).get("gold"))
+            seen[g] = seen.get(g, 0) + 1
+            if w.get("type") != "write" or seen[g] <= per_group:
+                keep.append(w)
+        writes = keep
     convs = {w["conversation_id"] for w in writes if w.get("type") == "write"}
     full = work / "locomo.jsonl"
     if not full.exists():
         run_import("locomo", locomo, full)
     turns = [r for r in (orjson.loads(x) for x in full.read_bytes().splitlines() if x.strip())
              if r.get("type") == "turn" and r["conversation_id"] in convs]
-    out = work / "locomo_dev_joined.jsonl"
+    out = work / (f"locomo_dev_{per_group}_per_group.jsonl" if per_group else "locomo_dev_joined.jsonl")
     write_jsonl(out, [*turns, *(w for w in writes if w.get("type") == "write")])
     return out
 
@@ -67,6 +77,8 @@ def main() -> None:
     ap.add_argument("--set", choices=("fixtures", "locomo", "both"), default="both")
     ap.add_argument("--limit", type=int, default=None, help="only the first N writes of each set")
     ap.add_argument("--out", type=Path, default=None, help="run folders go here (default: a temporary folder)")
+    ap.add_argument("--per-group", type=int, default=None,
+                    help="LoCoMo set: only the first N writes per (conversation, gold category)")
     ap.add_argument("--locomo", type=Path, default=LOCOMO)
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bench_labels."))
@@ -75,7 +87,7 @@ def main() -> None:
     if args.set in ("fixtures", "both"):
         sets["fixtures"] = ROOT / "fixtures" / "memories.jsonl"
     if args.set in ("locomo", "both"):
-        p = locomo_dev_log(args.locomo, out)
+        p = locomo_dev_log(args.locomo, out, args.per_group)
         if p is None:
             print(f"LoCoMo not found at {args.locomo}: the locomo set is skipped")
         else:
