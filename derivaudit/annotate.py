@@ -523,11 +523,26 @@ class Annotation:
         return obligation_label(f.d, f.e, f.r)
 
 
+def settle_agreed(adj: Primitives, a: Primitives, b: Primitives) -> None:
+    """The adjudicator resolves the primitives in dispute only: where A and B agree, their answer
+    stands. (Asked again with "they disagree" in view, the adjudicator turned agreed D = yes into
+    D = no on 26 of 29 ambiguous LoCoMo dev obligations.)"""
+    for which in ("d", "e", "r"):
+        if getattr(a, which) == getattr(b, which) and getattr(adj, which) != getattr(a, which):
+            adj.notes.append(f"{which.upper()}: A and B agree ({'yes' if getattr(a, which) else 'no'}); "
+                             f"the adjudicator's {'yes' if getattr(adj, which) else 'no'} is not used")
+            setattr(adj, which, getattr(a, which))
+            if which != "d":
+                setattr(adj, f"{which}_subset", list(getattr(a, f"{which}_subset")))
+
+
 def annotate(items: Sequence[Item], a: Annotator, b: Annotator, adjudicator: Annotator) -> list[Annotation]:
     """Two independent annotators; only disagreements (any of D, E, R differs) are adjudicated."""
     pa, pb = _answers(items, [_asker(a), _asker(b)])  # independent prompts, one round trip
     disagree = [k for k in range(len(items)) if pa[k].answers != pb[k].answers]
     adj = adjudicate([items[k] for k in disagree], [pa[k] for k in disagree], [pb[k] for k in disagree],
                      adjudicator) if disagree else []
+    for k, x in zip(disagree, adj, strict=True):
+        settle_agreed(x, pa[k], pb[k])
     by_k = dict(zip(disagree, adj, strict=True))
     return [Annotation(items[k], pa[k], pb[k], by_k.get(k)) for k in range(len(items))]

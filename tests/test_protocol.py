@@ -48,3 +48,15 @@ def test_unsupported_statement_and_threshold():
     assert x.final.e is False and x.label == "insufficient"
     x, _ = _run("2", thresholds={"e": 5.0, "r": 5.0})  # a threshold above every score: nothing is a yes
     assert x.final.e is False and x.label == "insufficient"
+
+
+def test_the_adjudicator_only_settles_the_primitives_in_dispute():
+    from derivaudit.annotate import Primitives, settle_agreed
+
+    a = Primitives(True, True, False, e_subset=[2])
+    b = Primitives(True, False, False)
+    adj = Primitives(False, True, True, e_subset=[1], r_subset=[3])
+    settle_agreed(adj, a, b)
+    assert (adj.d, adj.e, adj.r) == (True, True, False)  # D and R agreed; E was in dispute: the adjudicator's
+    assert adj.e_subset == [1] and adj.r_subset == []
+    assert any(n.startswith("D: A and B agree") for n in adj.notes)
