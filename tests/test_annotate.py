@@ -19,6 +19,7 @@ from derivaudit.annotate import (
     obligation_label,
     parse_obligations,
     parse_subset,
+    settle_agreed,
 )
 from derivaudit.evidence import build_views
 from derivaudit.models import CachedBackend, ResultCache, load_backend
@@ -168,6 +169,7 @@ def test_only_disagreements_are_adjudicated_and_blinded(backend, fixture_log):
     firsts = []
     for x in disagree:
         one = adjudicate([x.item], [x.a], [x.b], Annotator("adjudicator", rec, "a"))
+        settle_agreed(one[0], x.a, x.b)  # what annotate() does: agreed primitives stand
         assert one[0].answers == x.adjudicated.answers  # deterministic, seeded order
         d_prompt = next(p for p in reversed(rec.seen) if "determinate" in p.task and x.item.obligation.text in p.task)
         firsts.append(d_prompt.task.index(x.a.describe()) < d_prompt.task.index("Assessment 2")
