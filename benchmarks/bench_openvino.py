@@ -94,7 +94,10 @@ def main() -> None:
             self.m = m
 
         def forward(self, input_ids):
-            return self.m(input_ids=input_ids, use_cache=False).logits[:, -1, :]
+            # an explicit mask: without one, transformers traces a packed-sequence check (aten::diff)
+            # that OpenVINO's PyTorch frontend cannot convert
+            mask = torch.ones_like(input_ids)
+            return self.m(input_ids=input_ids, attention_mask=mask, use_cache=False).logits[:, -1, :]
 
     t0 = time.perf_counter()
     with torch.inference_mode():
