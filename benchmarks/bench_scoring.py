@@ -79,12 +79,6 @@ def prompt_sets(locomo: Path, memories: int, pairs: int, seed: int = 0):
     return through, pos + neg, len(pos)
 
 
-def auc(pos: list[float], neg: list[float]) -> float | None:
-    if not pos or not neg:
-        return None
-    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
-
-
 def child(args: argparse.Namespace) -> None:
     """Run one engine and print a JSON line."""
     from derivaudit.models import load_backend
@@ -115,6 +109,8 @@ def child(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    from derivaudit.replay import auc
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--engine", action="append", help="backend[:dtype], e.g. transformers:float32 (repeatable; "

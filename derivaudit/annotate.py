@@ -343,6 +343,11 @@ class _Job:
     thresholds: dict[str, float]
 
 
+def _clears(logodds: float, th: float) -> bool:
+    """At or above the threshold; at the argmax default (0) a tie is not a yes."""
+    return logodds > th if th == 0.0 else logodds >= th
+
+
 def _decide(job: _Job, which: str, s: Score, null: Score | None) -> bool | None:
     """A yes must clear the annotator's calibrated threshold and beat the same question over null
     evidence of the same length (a model that ignores the evidence then says no)."""
@@ -351,7 +356,7 @@ def _decide(job: _Job, which: str, s: Score, null: Score | None) -> bool | None:
         p.notes.append(f"{which.upper()}: scoring error: {s.error}")
         return None
     assert s.logodds is not None
-    if s.logodds < th or (s.logodds == th == 0.0):
+    if not _clears(s.logodds, th):
         return False
     if null is not None and null.ok and null.logodds is not None and s.logodds <= null.logodds:
         p.notes.append(f"{which.upper()}: {s.logodds:.2f} does not beat null evidence ({null.logodds:.2f})")
@@ -408,7 +413,7 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
     for (job, which, nums), sc in zip(checks, scores, strict=True):
         job.prim.scores[f"{which}_subset"] = sc.logodds
         th = job.thresholds.get(which, 0.0)
-        if not sc.ok or sc.logodds is None or sc.logodds < th or (sc.logodds == th == 0.0):
+        if not sc.ok or sc.logodds is None or not _clears(sc.logodds, th):
             job.prim.notes.append(f"{which.upper()}: passages {nums} alone do not imply it "
                                   f"({'error' if sc.logodds is None else f'{sc.logodds:.2f}'} < {th:.2f}); not a yes")
             setattr(job.prim, which, False)
@@ -525,8 +530,7 @@ class Annotation:
 
 def settle_agreed(adj: Primitives, a: Primitives, b: Primitives) -> None:
     """The adjudicator resolves the primitives in dispute only: where A and B agree, their answer
-    stands. (Asked again with "they disagree" in view, the adjudicator turned agreed D = yes into
-    D = no on 26 of 29 ambiguous LoCoMo dev obligations.)"""
+    stands (App. B: only disagreements are adjudicated)."""
     for which in ("d", "e", "r"):
         if getattr(a, which) == getattr(b, which) and getattr(adj, which) != getattr(a, which):
             adj.notes.append(f"{which.upper()}: A and B agree ({'yes' if getattr(a, which) else 'no'}); "

@@ -118,11 +118,6 @@ def items_key(items: Sequence[Item]) -> str:
     return h.hexdigest()[:16]
 
 
-def thresholds(e_pos: Sequence[float], e_neg: Sequence[float], r_pos: Sequence[float],
-               r_neg: Sequence[float], target: float = TARGET_FPR) -> dict[str, Threshold]:
-    return {"e": pick(e_pos, e_neg, target), "r": pick(r_pos, r_neg, target)}
-
-
 def annotator_task(variant: str):
     """An annotator's E/R question for a statement (its wording `variant`)."""
     from .annotate import ask, question
