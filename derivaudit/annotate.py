@@ -231,6 +231,10 @@ class Primitives:
         r = yn(self.r) + (f" (passages {', '.join(map(str, self.r_subset))})" if self.r and self.r_subset else "")
         return f"determinate: {yn(self.d)}; implied true: {e}; implied false: {r}"
 
+    def describe_d(self) -> str:
+        """The D part alone: the adjudicator's D question is asked from the record alone."""
+        return f"determinate: {'unclear' if self.d is None else ('yes' if self.d else 'no')}"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -420,7 +424,7 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
 
 
 Task = tuple[str, Verdict]  # a question after the evidence block, and the answer words it is read from
-Asker = tuple[Backend, Callable[[int, Item], str], Callable[[int, Item, str], Task], dict[str, float]]
+Asker = tuple[Backend, Callable[[int, Item], Task], Callable[[int, Item, str], Task], dict[str, float]]
 
 
 def _prompt(shared: str, task: Task) -> Prompt:
@@ -437,7 +441,7 @@ def _answers(items: Sequence[Item], askers: Sequence[Asker]) -> list[list[Primit
     slots: list[tuple[int, int, str]] = []
     for j, (be, d_task, er_task, _) in enumerate(askers):
         for k, it in enumerate(items):
-            reqs.append((be, Prompt("", d_task(k, it))))
+            reqs.append((be, _prompt("", d_task(k, it))))
             slots.append((j, k, "d"))
             if it.passages:
                 for which in ("e", "r"):
@@ -477,7 +481,7 @@ def _asker(annotator: Annotator) -> Asker:
     v = annotator.variant
     return (
         annotator.backend,
-        lambda k, it: templates.render(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
+        lambda k, it: ask(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
         lambda k, it, which: ask(question(which, v), obligation=it.obligation.text),
         annotator.thresholds,
     )
@@ -503,9 +507,13 @@ def adjudicate(items: Sequence[Item], a: Sequence[Primitives], b: Sequence[Primi
     def fields(k: int, it: Item) -> dict[str, str]:
         return {"obligation": it.obligation.text, "first": shown[k][0].describe(), "second": shown[k][1].describe()}
 
+    def d_fields(k: int, it: Item) -> dict[str, str]:  # D stays evidence-blind: no E/R answers shown
+        return {"obligation": it.obligation.text, "first": shown[k][0].describe_d(),
+                "second": shown[k][1].describe_d()}
+
     return _answers(items, [(
         adjudicator.backend,
-        lambda k, it: templates.render("adjudicate_d", record=it.write.text, **fields(k, it)),
+        lambda k, it: ask("adjudicate_d", record=it.write.text, **d_fields(k, it)),
         lambda k, it, which: ask(ADJUDICATE[which], **fields(k, it)),
         adjudicator.thresholds,
     )])[0]
