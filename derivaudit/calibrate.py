@@ -5,9 +5,8 @@ Small models say "yes" to almost any question about long evidence, so a primitiv
 at a threshold picked from items whose answer is known, built from the log itself:
 - E positives: a passage's own words as the statement ("Caroline said: ..."), over evidence that
   contains the passage;
-- E negatives: a statement from the same conversation at least one window away from the evidence
-  (same people and topics, not in the passages: the hard case real memories meet; from another
-  conversation only when this one is too short), over the same evidence;
+- E negatives: a statement taken from another conversation (or, in a one-conversation log, from
+  after the write point), over the same evidence;
 - R positives: the template negation of a passage statement ("It is not true that Caroline said:
   ..."), over evidence that contains the passage;
 - R negatives: the E positives and E negatives (shown true, or not addressed at all).
@@ -99,11 +98,9 @@ def build_items(log: MemoryLog, n: int = 24, window: int = 8, per_window: int = 
         turns = log.conversations[conv].turns
         evidence = tuple(turns[i : i + window])
         inside = [t for t in evidence if len(t.text.split()) >= MIN_WORDS]
-        # same conversation, at least one window away: same people and topics, not in the evidence
-        # (the real task's hard case); another conversation only when this one is too short
-        others = [t for t in turns[: max(0, i - window)] + turns[i + 2 * window:] if len(t.text.split()) >= MIN_WORDS]
-        if not others:
-            others = [t for c in convs if c != conv for t in log.conversations[c].turns if len(t.text.split()) >= MIN_WORDS]
+        others = [t for c in convs if c != conv for t in log.conversations[c].turns if len(t.text.split()) >= MIN_WORDS]
+        if not others:  # one conversation: statements from well after the window
+            others = [t for t in turns[i + 2 * window :] if len(t.text.split()) >= MIN_WORDS]
         if not inside or not others:
             continue
         for p in rng.sample(inside, min(per_window, len(inside))):
