@@ -368,79 +368,59 @@ def _decide(job: _Job, which: str, s: Score, null: Score | None) -> bool | None:
     return True
 
 
-def _name_subsets(pending: Sequence[tuple[_Job, str]],
-                  told: dict[tuple[int, str], str]) -> dict[tuple[int, str], list[int] | str]:
-    """Each annotator names the smallest implying subset ("none" allowed); one retry for an answer
-    that names no valid passage. `told` carries feedback on an earlier subset. Returns the passage
-    numbers, or the reason no usable answer came."""
-    out: dict[tuple[int, str], list[int] | str] = {}
+def _check_subsets(jobs: Sequence[_Job]) -> None:
+    """A yes needs a checked subset (seed 004 App. B: "some subset implies it"): the annotator names
+    the smallest implying subset (or "none"), and the question is asked again over those passages
+    alone; the yes stands only if the subset still clears the threshold. One retry for an answer
+    that names no valid passage; a yes whose subset cannot be had becomes no, with a note."""
+    pending = [(job, which) for job in jobs for which in ("e", "r") if getattr(job.prim, which)]
+    named: dict[tuple[int, str], list[int]] = {}
+    last_error: dict[tuple[int, str], str] = {}
     for attempt in range(2):
         if not pending:
             break
         reqs = []
         for job, which in pending:
-            it, key = job.item, (id(job), which)
+            it = job.item
             task = templates.render("der_subset", obligation=it.obligation.text,
                                     polarity="true" if which == "e" else "false")
-            if key in told:
-                task += f"\n{told[key]}"
             if attempt:
-                task += f"\nYour previous answer could not be used ({out[key]}). " \
+                task += f"\nYour previous answer could not be used ({last_error[(id(job), which)]}). " \
                         f"Answer with passage numbers between 1 and {len(it.passages)}, or none."
             reqs.append((job.backend, Prompt(it.shared, task, answer_prefix="Passages:")))
         texts = generate_all(reqs, max_new_tokens=12, stop=("\n\n",))
         failed = []
         for (job, which), text in zip(pending, texts, strict=True):
             try:
-                out[(id(job), which)] = parse_subset(text, len(job.item.passages))
+                named[(id(job), which)] = parse_subset(text, len(job.item.passages))
             except ValueError as e:
-                out[(id(job), which)] = str(e)
+                last_error[(id(job), which)] = str(e)
                 failed.append((job, which))
         pending = failed
-    return out
-
-
-def _check_subsets(jobs: Sequence[_Job]) -> None:
-    """A yes needs a checked subset (seed 004 App. B: "some subset implies it"): the annotator names
-    the smallest implying subset (or "none"), and the question is asked again over those passages
-    alone; the yes stands only if the subset still clears the threshold. A subset refused on
-    rescoring is named once more, told that those passages alone do not show it (an annotator
-    rechecking, not a looser test: the new subset must pass the same check). A yes whose subset
-    cannot be had becomes no, with a note."""
-    pending = [(job, which) for job in jobs for which in ("e", "r") if getattr(job.prim, which)]
-    told: dict[tuple[int, str], str] = {}
-    for round_ in range(2):
-        named = _name_subsets(pending, told)
-        checks = []
-        for job, which in pending:
-            nums = named[(id(job), which)]
-            if isinstance(nums, str):
-                job.prim.notes.append(f"{which.upper()} subset: {nums}; not a yes")
-                setattr(job.prim, which, False)
-            elif not nums:
+    for job, which in pending:
+        job.prim.notes.append(f"{which.upper()} subset: {last_error[(id(job), which)]}; not a yes")
+        setattr(job.prim, which, False)
+    checks = []
+    for job in jobs:
+        for which in ("e", "r"):
+            nums = named.get((id(job), which))
+            if nums is None or not getattr(job.prim, which):
+                continue
+            if not nums:
                 job.prim.notes.append(f"{which.upper()}: the annotator named no implying passage; not a yes")
                 setattr(job.prim, which, False)
-            else:
-                checks.append((job, which, nums))
-        scores = score_all([(job.backend, _prompt(job.item.subset_shared(nums), job.task(which)))
-                            for job, which, nums in checks])
-        pending = []
-        for (job, which, nums), sc in zip(checks, scores, strict=True):
-            th = job.thresholds.get(which, 0.0)
-            if sc.ok and sc.logodds is not None and _clears(sc.logodds, th):
-                job.prim.scores[f"{which}_subset"] = sc.logodds
-                setattr(job.prim, f"{which}_subset", nums)
                 continue
+            setattr(job.prim, f"{which}_subset", nums)
+            checks.append((job, which, nums))
+    scores = score_all([(job.backend, _prompt(job.item.subset_shared(nums), job.task(which)))
+                        for job, which, nums in checks])
+    for (job, which, nums), sc in zip(checks, scores, strict=True):
+        job.prim.scores[f"{which}_subset"] = sc.logodds
+        th = job.thresholds.get(which, 0.0)
+        if not sc.ok or sc.logodds is None or not _clears(sc.logodds, th):
             job.prim.notes.append(f"{which.upper()}: passages {nums} alone do not imply it "
-                                  f"({'error' if sc.logodds is None else f'{sc.logodds:.2f}'} < {th:.2f})"
-                                  + ("; not a yes" if round_ else "; asked again"))
-            if round_:
-                job.prim.scores[f"{which}_subset"] = sc.logodds
-                setattr(job.prim, which, False)
-            else:
-                told[(id(job), which)] = (f"Passages {', '.join(map(str, nums))} alone do not show it; "
-                                          f"look again at every passage.")
-                pending.append((job, which))
+                                  f"({'error' if sc.logodds is None else f'{sc.logodds:.2f}'} < {th:.2f}); not a yes")
+            setattr(job.prim, which, False)
 
 
 Task = tuple[str, Verdict]  # a question after the evidence block, and the answer words it is read from

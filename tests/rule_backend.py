@@ -4,8 +4,7 @@ words on the page, not from a language model, so a test can know what the right 
 Score: +4 when every content word of the statement (after "Statement:"/"Claim:"/"Obligation:")
 appears in the evidence block before it, else -4; the R question (a choice read for "false")
 gets +4 only when the evidence contains "never" next to the statement's first word. The
-subset answer is scripted per test (`subset_answer`: one answer, or a list answered in turn, one
-per generate call, the last repeating)."""
+subset answer is scripted per test (`subset_answer`)."""
 
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ def words(text: str) -> set[str]:
 class RuleBackend(Backend):
     name = "rule"
 
-    def __init__(self, subset_answer: str | list[str] = "1") -> None:
+    def __init__(self, subset_answer: str = "1") -> None:
         self.usage = Usage()
         self.subset_answer = subset_answer
         self.seen: list[Prompt] = []
@@ -56,8 +55,4 @@ class RuleBackend(Backend):
 
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 256, json_schema: Any = None,
                  stop: Sequence[str] = ()) -> list[str]:
-        self.asked = getattr(self, "asked", []) + [p.task for p in prompts]
-        if isinstance(self.subset_answer, str):
-            return [self.subset_answer for _ in prompts]
-        answer = self.subset_answer[0] if len(self.subset_answer) == 1 else self.subset_answer.pop(0)
-        return [answer for _ in prompts]
+        return [self.subset_answer for _ in prompts]

@@ -37,16 +37,6 @@ def test_a_wrong_subset_is_refused_on_rescoring():
     assert any("alone do not imply it" in n for n in x.final.notes)
 
 
-def test_a_refused_subset_is_named_again_and_must_pass_the_same_check():
-    x, be = _run(["1", "2"])  # wrong first, right when told passage 1 alone does not show it
-    assert x.final.e is True and x.final.e_subset == [2] and x.label == "supported"
-    assert any("asked again" in n for n in x.final.notes)
-    assert any("Passages 1 alone do not show it" in t for t in be.asked)
-    x, _ = _run(["1", "3"])  # wrong twice: no
-    assert x.final.e is False and x.label == "insufficient"
-    assert any("not a yes" in n for n in x.final.notes)
-
-
 def test_none_means_no():
     assert parse_subset("none", 3) == [] and parse_subset("None of them.", 3) == []
     x, _ = _run("none")
