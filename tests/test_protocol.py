@@ -60,3 +60,17 @@ def test_the_adjudicator_only_settles_the_primitives_in_dispute():
     assert (adj.d, adj.e, adj.r) == (True, True, False)  # D and R agreed; E was in dispute: the adjudicator's
     assert adj.e_subset == [1] and adj.r_subset == []
     assert any(n.startswith("D: A and B agree") for n in adj.notes)
+
+
+def test_the_adjudicators_d_question_is_evidence_blind():
+    """Its D question shows the assessments' D answers only, never their E/R answers or subsets."""
+    from derivaudit.annotate import Primitives, adjudicate
+
+    be = RuleBackend("2")
+    a = Primitives(True, True, False, e_subset=[2])
+    b = Primitives(False, False, True, r_subset=[1])
+    adjudicate([_item("Ann adopted a grey cat.")], [a], [b], Annotator("adjudicator", be, "a"))
+    d_tasks = [p.task for p in be.seen if not p.shared]
+    assert d_tasks and all("Assessment 1: determinate:" in t for t in d_tasks)
+    assert not any("implied" in t or "passages 2" in t for t in d_tasks)
+    assert any("implied true: yes (passages 2)" in p.task for p in be.seen if p.shared)  # E/R still see both
