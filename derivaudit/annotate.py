@@ -207,6 +207,10 @@ def decompose(backend: Backend, writes: Sequence[Write], *, max_new_tokens: int 
 # ---------------------------------------------------------------- primitives
 
 
+def _yes_no(x: bool | None) -> str:
+    return "unclear" if x is None else ("yes" if x else "no")
+
+
 @dataclass
 class Primitives:
     d: bool | None
@@ -223,17 +227,14 @@ class Primitives:
 
     def describe(self) -> str:
         """How the adjudicator sees an assessment: answers and subsets, nothing about who gave it."""
-
-        def yn(x: bool | None) -> str:
-            return "unclear" if x is None else ("yes" if x else "no")
-
+        yn = _yes_no
         e = yn(self.e) + (f" (passages {', '.join(map(str, self.e_subset))})" if self.e and self.e_subset else "")
         r = yn(self.r) + (f" (passages {', '.join(map(str, self.r_subset))})" if self.r and self.r_subset else "")
         return f"determinate: {yn(self.d)}; implied true: {e}; implied false: {r}"
 
     def describe_d(self) -> str:
         """The D part alone: the adjudicator's D question is asked from the record alone."""
-        return f"determinate: {'unclear' if self.d is None else ('yes' if self.d else 'no')}"
+        return f"determinate: {_yes_no(self.d)}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -504,16 +505,12 @@ def adjudicate(items: Sequence[Item], a: Sequence[Primitives], b: Sequence[Primi
     order as 'Assessment 1' and 'Assessment 2' only."""
     shown = [(a[k], b[k]) if _order(it) else (b[k], a[k]) for k, it in enumerate(items)]
 
-    def fields(k: int, it: Item) -> dict[str, str]:
-        return {"obligation": it.obligation.text, "first": shown[k][0].describe(), "second": shown[k][1].describe()}
-
-    def d_fields(k: int, it: Item) -> dict[str, str]:  # D stays evidence-blind: no E/R answers shown
-        return {"obligation": it.obligation.text, "first": shown[k][0].describe_d(),
-                "second": shown[k][1].describe_d()}
+    def fields(k: int, it: Item, part: Callable[[Primitives], str] = Primitives.describe) -> dict[str, str]:
+        return {"obligation": it.obligation.text, "first": part(shown[k][0]), "second": part(shown[k][1])}
 
     return _answers(items, [(
-        adjudicator.backend,
-        lambda k, it: ask("adjudicate_d", record=it.write.text, **d_fields(k, it)),
+        adjudicator.backend,  # D stays evidence-blind: its question shows the D answers only
+        lambda k, it: ask("adjudicate_d", record=it.write.text, **fields(k, it, Primitives.describe_d)),
         lambda k, it, which: ask(ADJUDICATE[which], **fields(k, it)),
         adjudicator.thresholds,
     )])[0]
