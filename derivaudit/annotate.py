@@ -12,6 +12,7 @@ sets in a seeded random order with no names or provenance and writes primitives 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
@@ -19,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from string import Template
 from typing import Any
+
+from rank_bm25 import BM25Okapi
 
 from . import templates
 from .evidence import STOP_WORDS, tokenize
@@ -132,10 +135,32 @@ def parse_obligations(write: Write, text: str, dropped: list[str] | None = None)
 _NAME = re.compile(r"\b[A-Z][\w'-]*")
 
 
+def _stem(word: str) -> str:
+    """Crude suffix stripping, enough to see 'moved' and 'moving' as one word."""
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+@functools.cache
+def _example_stems() -> frozenset[str]:
+    """Content words of the decomposition prompt's example records (its 'Record:' lines)."""
+    lines = [x[len("Record:"):] for x in templates.load("decompose").splitlines()
+             if x.startswith("Record:") and "$" not in x]
+    return frozenset(_stem(w) for x in lines for w in tokenize(x))
+
+
 def _grounded(obligation: str, record: str, record_words: set[str]) -> bool:
-    """About this record: shares a content word with it and names no one and nothing (a
-    capitalised word) that the record does not mention."""
-    if record_words and record_words.isdisjoint(tokenize(obligation)):
+    """About this record: shares a content word with it, names no one and nothing (a capitalised
+    word) that the record does not mention, and takes no content word from the prompt's example
+    records that the record lacks (a 1.5B model wrote 'after they have finished running two
+    marathons' into a record about a move)."""
+    words = tokenize(obligation)
+    if record_words and record_words.isdisjoint(words):
+        return False
+    own = {_stem(w) for w in record_words}
+    if any(_stem(w) in _example_stems() and _stem(w) not in own for w in words):
         return False
     lower = record.lower()
     return all(n.lower() in lower or n.lower() in STOP_WORDS for n in _NAME.findall(obligation))
@@ -373,7 +398,9 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
     """A yes needs a checked subset (seed 004 App. B: "some subset implies it"): the annotator names
     the smallest implying subset (or "none"), and the question is asked again over those passages
     alone; the yes stands only if the subset still clears the threshold. One retry for an answer
-    that names no valid passage; a yes whose subset cannot be had becomes no, with a note."""
+    that names no valid passage. A named subset refused on rescoring gets one more candidate, the
+    passages closest in wording to the obligation (a 1.5B annotator often names the wrong
+    passage of a right answer). A yes whose subset cannot be had becomes no, with a note."""
     pending = [(job, which) for job in jobs for which in ("e", "r") if getattr(job.prim, which)]
     named: dict[tuple[int, str], list[int]] = {}
     last_error: dict[tuple[int, str], str] = {}
@@ -411,17 +438,53 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
                 job.prim.notes.append(f"{which.upper()}: the annotator named no implying passage; not a yes")
                 setattr(job.prim, which, False)
                 continue
-            setattr(job.prim, f"{which}_subset", nums)
             checks.append((job, which, nums))
+    retry = []
+    for job, which, nums in _rescore_subsets(checks):
+        alt = lexical_subset(job.item, SUBSET_FALLBACK)
+        if alt and alt != nums:
+            retry.append((job, which, alt))
+        else:
+            _refuse(job, which)
+    for job, which, _ in _rescore_subsets(retry, "the passages closest in wording: "):
+        _refuse(job, which)
+
+
+def _refuse(job: _Job, which: str) -> None:
+    job.prim.notes[-1] += "; not a yes"
+    setattr(job.prim, which, False)
+
+
+SUBSET_FALLBACK = 3  # passages in the lexical candidate subset
+
+
+def lexical_subset(item: Item, k: int) -> list[int]:
+    """The `k` passages that share most words with the obligation (BM25 over the view's passages),
+    a second candidate for "some subset implies it" when the annotator named the wrong one. Always
+    a proper subset (at most all passages but one; none for a one-passage view)."""
+    k = min(k, len(item.passages) - 1)
+    if k < 1:
+        return []
+    bm25 = BM25Okapi([tokenize(p.text) or ["\0"] for p in item.passages])
+    scores = bm25.get_scores(tokenize(item.obligation.text))
+    best = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+    return sorted(i + 1 for i in best)
+
+
+def _rescore_subsets(checks: Sequence[tuple[_Job, str, list[int]]], what: str = ""):
+    """Ask each yes again over its subset alone; record the subset and score; return the failures."""
     scores = score_all([(job.backend, _prompt(job.item.subset_shared(nums), job.task(which)))
                         for job, which, nums in checks])
+    failed = []
     for (job, which, nums), sc in zip(checks, scores, strict=True):
         job.prim.scores[f"{which}_subset"] = sc.logodds
+        setattr(job.prim, f"{which}_subset", nums)
         th = job.thresholds.get(which, 0.0)
         if not sc.ok or sc.logodds is None or not _clears(sc.logodds, th):
-            job.prim.notes.append(f"{which.upper()}: passages {nums} alone do not imply it "
-                                  f"({'error' if sc.logodds is None else f'{sc.logodds:.2f}'} < {th:.2f}); not a yes")
-            setattr(job.prim, which, False)
+            job.prim.notes.append(f"{which.upper()}: {what}passages {nums} alone do not imply it "
+                                  f"({'error' if sc.logodds is None else f'{sc.logodds:.2f}'} < {th:.2f})")
+            failed.append((job, which, nums))
+    return failed
 
 
 Task = tuple[str, Verdict]  # a question after the evidence block, and the answer words it is read from

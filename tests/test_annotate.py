@@ -95,6 +95,15 @@ def test_ungrounded_lines_are_dropped_and_kept_for_inspection():
     assert dropped == ["FACT: Dana moved to Denver."]
 
 
+def test_lines_copied_from_the_prompt_examples_are_dropped():
+    w = Write("m", "c", "Alex and Sam are moving to Boston next month.", ("t1",), "t1")
+    dropped = []
+    text = ("FACT: Alex and Sam moved to Boston.\n"
+            "RELATION (sequence): Alex and Sam move to Boston after running two marathons.")
+    assert [o.text for o in parse_obligations(w, text, dropped)] == ["Alex and Sam moved to Boston."]
+    assert dropped == ["RELATION (sequence): Alex and Sam move to Boston after running two marathons."]
+
+
 def test_parse_subset():
     assert parse_subset(" 3, 1 and 3", 4) == [1, 3]
     with pytest.raises(ValueError, match="do not exist"):

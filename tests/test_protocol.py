@@ -1,7 +1,7 @@
 """The D/E/R decisions: null-evidence contrast, checked subsets (a wrong one refused on rescoring,
 "none" handled), thresholds. A rule-based verifier makes the right answer known."""
 
-from derivaudit.annotate import Annotator, Item, Obligation, annotate, parse_subset
+from derivaudit.annotate import Annotator, Item, Obligation, annotate, lexical_subset, parse_subset
 from derivaudit.records import Turn, Write
 
 from .rule_backend import RuleBackend
@@ -32,9 +32,25 @@ def test_a_right_subset_keeps_the_yes():
 
 
 def test_a_wrong_subset_is_refused_on_rescoring():
-    x, _ = _run("1")  # passage 1 (lunch) alone does not imply the cat
-    assert x.final.e is False and x.label == "insufficient"
-    assert any("alone do not imply it" in n for n in x.final.notes)
+    # implied by all three passages together, by no proper subset: the named passage 1 is refused,
+    # and so is the lexical candidate (two passages)
+    x, _ = _run("1", text="Ann adopted a grey cat at lunch in nice weather.")
+    assert x.final.scores["e"] > 0 and x.final.e is False and x.label == "insufficient"
+    notes = " ".join(x.final.notes)
+    assert "passages [1] alone do not imply it" in notes and "closest in wording" in notes
+    assert notes.endswith("not a yes")
+
+
+def test_the_closest_passages_rescue_a_misnamed_subset():
+    x, be = _run("1")  # passage 1 (lunch) alone does not imply the cat; passages 2 and 1 do
+    assert x.final.e is True and x.label == "supported" and 2 in x.final.e_subset
+    assert any("passages [1] alone do not imply it" in n for n in x.final.notes)
+
+
+def test_lexical_subset():
+    it = _item("Ann adopted a grey cat.")
+    assert lexical_subset(it, 1) == [2] and lexical_subset(it, 3) == [1, 2]  # never the whole view
+    assert lexical_subset(Item(it.obligation, W, "expanded", T[1:2]), 3) == []
 
 
 def test_none_means_no():
