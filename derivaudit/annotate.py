@@ -398,10 +398,9 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
     """A yes needs a checked subset (seed 004 App. B: "some subset implies it"): the annotator names
     the smallest implying subset (or "none"), and the question is asked again over those passages
     alone; the yes stands only if the subset still clears the threshold. One retry for an answer
-    that names no valid passage. When the named subset is refused on rescoring, the passages
-    closest in wording to the obligation are tried, one, then two, then three (a 1.5B annotator
-    often names the wrong passage of a right answer); the first that clears is the subset, so it
-    stays the smallest found. A yes whose subset cannot be had becomes no, with a note."""
+    that names no valid passage. A named subset refused on rescoring gets one more candidate, the
+    passages closest in wording to the obligation (a 1.5B annotator often names the wrong
+    passage of a right answer). A yes whose subset cannot be had becomes no, with a note."""
     pending = [(job, which) for job in jobs for which in ("e", "r") if getattr(job.prim, which)]
     named: dict[tuple[int, str], list[int]] = {}
     last_error: dict[tuple[int, str], str] = {}
@@ -440,20 +439,23 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
                 setattr(job.prim, which, False)
                 continue
             checks.append((job, which, nums))
-    failing = {(id(job), which): (job, which, nums) for job, which, nums in _rescore_subsets(checks)}
-    for k in range(1, SUBSET_FALLBACK + 1):
-        tries = [(job, which, alt) for job, which, nums in failing.values()
-                 if len(alt := lexical_subset(job.item, k)) == k and alt != nums]
-        refused = {(id(job), which) for job, which, _ in _rescore_subsets(tries, "the closest in wording, ")}
-        for job, which, _ in tries:
-            if (id(job), which) not in refused:
-                del failing[(id(job), which)]
-    for job, which, _ in failing.values():
-        job.prim.notes.append(f"{which.upper()}: no checked subset implies it; not a yes")
-        setattr(job.prim, which, False)
+    retry = []
+    for job, which, nums in _rescore_subsets(checks):
+        alt = lexical_subset(job.item, SUBSET_FALLBACK)
+        if alt and alt != nums:
+            retry.append((job, which, alt))
+        else:
+            _refuse(job, which)
+    for job, which, _ in _rescore_subsets(retry, "the passages closest in wording: "):
+        _refuse(job, which)
 
 
-SUBSET_FALLBACK = 3  # the largest lexical candidate subset
+def _refuse(job: _Job, which: str) -> None:
+    job.prim.notes[-1] += "; not a yes"
+    setattr(job.prim, which, False)
+
+
+SUBSET_FALLBACK = 3  # passages in the lexical candidate subset
 
 
 def lexical_subset(item: Item, k: int) -> list[int]:
