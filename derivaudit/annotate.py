@@ -440,18 +440,19 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
                 continue
             checks.append((job, which, nums))
     retry = []
-    for job, which, nums in _rescore_subsets(checks):
+    for job, which, nums, note in _rescore_subsets(checks):
         alt = lexical_subset(job.item, SUBSET_FALLBACK)
         if alt and alt != nums:
+            job.prim.notes.append(note)
             retry.append((job, which, alt))
         else:
-            _refuse(job, which)
-    for job, which, _ in _rescore_subsets(retry, "the passages closest in wording: "):
-        _refuse(job, which)
+            _refuse(job, which, note)
+    for job, which, _, note in _rescore_subsets(retry, "the passages closest in wording: "):
+        _refuse(job, which, note)
 
 
-def _refuse(job: _Job, which: str) -> None:
-    job.prim.notes[-1] += "; not a yes"
+def _refuse(job: _Job, which: str, note: str) -> None:
+    job.prim.notes.append(f"{note}; not a yes")
     setattr(job.prim, which, False)
 
 
@@ -475,7 +476,8 @@ def lexical_subset(item: Item, k: int) -> list[int]:
 
 
 def _rescore_subsets(checks: Sequence[tuple[_Job, str, list[int]]], what: str = ""):
-    """Ask each yes again over its subset alone; record the subset and score; return the failures."""
+    """Ask each yes again over its subset alone; record the subset and score; return the failures,
+    each with its note (the caller adds it, so "not a yes" lands on the note of that primitive)."""
     scores = score_all([(job.backend, _prompt(job.item.subset_shared(nums), job.task(which)))
                         for job, which, nums in checks])
     failed = []
@@ -484,9 +486,8 @@ def _rescore_subsets(checks: Sequence[tuple[_Job, str, list[int]]], what: str = 
         setattr(job.prim, f"{which}_subset", nums)
         th = job.thresholds.get(which, 0.0)
         if not sc.ok or sc.logodds is None or not _clears(sc.logodds, th):
-            job.prim.notes.append(f"{which.upper()}: {what}passages {nums} alone do not imply it "
-                                  f"({'error' if sc.logodds is None else f'{sc.logodds:.2f}'} < {th:.2f})")
-            failed.append((job, which, nums))
+            failed.append((job, which, nums, f"{which.upper()}: {what}passages {nums} alone do not imply it "
+                           f"({'error' if sc.logodds is None else f'{sc.logodds:.2f}'} < {th:.2f})"))
     return failed
 
 
