@@ -192,7 +192,13 @@ def usable(th: Threshold) -> float:
 
 
 def health_warning(role: str, cal: dict[str, Any]) -> str | None:
-    """A loud warning when an annotator cannot separate its own calibration items."""
+    """A loud warning when an annotator cannot separate its own calibration items, or when the log
+    gave none to calibrate on (a different problem, with a different remedy)."""
+    if not cal["items"]:
+        return (f"annotator {role} is not calibrated: the log yields no calibration items (they need "
+                f"{MIN_WORDS}+-word turns in a window of 8 consecutive turns and statements from another "
+                "conversation or from 16+ turns later), so E and R are read at argmax (log-odds > 0), "
+                "where small models say yes too often; scan a larger log for calibrated labels")
     weak = [k.upper() for k, t in cal["thresholds"].items() if t.auc is None or t.auc < 0.6 or not t.tpr]
     if not weak:
         return None

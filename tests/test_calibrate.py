@@ -61,3 +61,30 @@ def test_the_adjudicator_is_calibrated_on_its_own_question_after_a_disagreement(
     assert r_prompts and all(p.verdict == (("B",), ("A", "C")) for p in r_prompts)
     # the rule verifier answers from the words alone, so the same items give the same thresholds
     assert cal["thresholds"] == calibrate(RuleBackend(), "a", log, n=6)["thresholds"]
+
+
+def test_a_log_without_calibration_items_says_so_and_asks_nothing(fixtures):
+    """The demo log (one 10-turn conversation) yields no items: argmax thresholds, no question asked,
+    and a warning that names the cause instead of claiming the annotator cannot separate."""
+    from rich.console import Console
+
+    from derivaudit.calibrate import calibrate, health_warning, usable
+    from derivaudit.report.table import print_health
+
+    from .rule_backend import RuleBackend
+
+    log = load_log(fixtures / "demo.jsonl")
+    be = RuleBackend()
+    cal = calibrate(be, "a", log)
+    assert cal["items"] == 0 and not be.seen
+    assert {k: usable(t) for k, t in cal["thresholds"].items()} == {"e": 0.0, "r": 0.0}
+    warning = health_warning("A", cal)
+    assert "not calibrated" in warning and "cannot separate" not in warning
+    out = Console(record=True, width=300)
+    h = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()}, "warning": warning}
+    print_health(out, {"A": h})
+    text = out.export_text()
+    assert "calibration (0 items): not calibrated" in text and "WARNING" in text and "-inf" not in text
+    # a log with items keeps the separability check
+    full = calibrate(RuleBackend(), "a", load_log(fixtures / "memories.jsonl"), n=6)
+    assert full["items"] and "not calibrated" not in (health_warning("A", full) or "")

@@ -17,16 +17,19 @@ from .text import change_rows, confusion_rows, gold_rows
 def print_health(out: Console, cal: dict[str, Any] | None) -> None:
     """Annotator health from calibration: thresholds, TPR at the target FPR, AUC, yes/yes share."""
     for role, h in (cal or {}).items():
-        parts = []
-        for k, t in h["thresholds"].items():
-            auc = "–" if t["auc"] is None else f"{t['auc']:.2f}"
-            tpr = "–" if t["tpr"] is None else f"{t['tpr']:.0%}"
-            parts.append(f"{k.upper()} ≥ {float(t['value']):+.2f} (TPR {tpr} at FPR ≤ {h['target_fpr']:.0%}, "
-                         f"AUC {auc})")
-        yy = "–" if h["yes_yes"] is None else f"{h['yes_yes']:.0%}"
-        corr = "–" if h["e_r_correlation"] is None else f"{h['e_r_correlation']:+.2f}"
-        out.print(f"annotator {escape(role)} calibration ({h['items']} items): {'; '.join(parts)}; "
-                  f"E and R both yes {yy}; E–R score correlation {corr}")
+        if not h["items"]:
+            out.print(f"annotator {escape(role)} calibration (0 items): not calibrated, E and R read at argmax")
+        else:
+            parts = []
+            for k, t in h["thresholds"].items():
+                auc = "–" if t["auc"] is None else f"{t['auc']:.2f}"
+                tpr = "–" if t["tpr"] is None else f"{t['tpr']:.0%}"
+                parts.append(f"{k.upper()} ≥ {float(t['value']):+.2f} (TPR {tpr} at FPR ≤ {h['target_fpr']:.0%}, "
+                             f"AUC {auc})")
+            yy = "–" if h["yes_yes"] is None else f"{h['yes_yes']:.0%}"
+            corr = "–" if h["e_r_correlation"] is None else f"{h['e_r_correlation']:+.2f}"
+            out.print(f"annotator {escape(role)} calibration ({h['items']} items): {'; '.join(parts)}; "
+                      f"E and R both yes {yy}; E–R score correlation {corr}")
         if h.get("warning"):
             out.print(f"[bold red]WARNING[/bold red]: {escape(h['warning'])}")
 
