@@ -499,38 +499,44 @@ def _prompt(shared: str, task: Task) -> Prompt:
     return Prompt(shared, task[0], verdict=task[1])
 
 
-def _answers(items: Sequence[Item], askers: Sequence[Asker]) -> list[list[Primitives]]:
+def _answers(items: Sequence[Item], askers: Sequence[Asker],
+             asked: Sequence[frozenset[str]] | None = None) -> list[list[Primitives]]:
     """For each asker (backend, D prompt, E/R prompt, thresholds): D from the record alone (argmax);
-    where the view has passages, E and R over the passages and over null passages of the same
-    length, decided at the asker's thresholds; then every yes checked on its implying subset. All
-    askers go out together, so annotators on one backend share each evidence prefix. A view with no
-    passages implies nothing: E and R are 'no' there without asking."""
-    reqs: list[tuple[Backend, Prompt]] = []
-    slots: list[tuple[int, int, str]] = []
-    for j, (be, d_task, er_task, _) in enumerate(askers):
-        for k, it in enumerate(items):
-            reqs.append((be, _prompt("", d_task(k, it))))
-            slots.append((j, k, "d"))
-            if it.passages:
-                for which in ("e", "r"):
-                    reqs.append((be, _prompt(it.shared, er_task(k, it, which))))
-                    slots.append((j, k, which))
-                    reqs.append((be, _prompt(it.null_shared, er_task(k, it, which))))
-                    slots.append((j, k, f"{which}_null"))
+    where the view has passages, E and R over the passages and, for a score that clears the
+    asker's threshold, over null passages of the same length (a score below it is a no whatever
+    the null says, so its null question is not asked); then every yes checked on its implying
+    subset. All askers go out together, so annotators on one backend share each evidence prefix. A
+    view with no passages implies nothing: E and R are 'no' there without asking. `asked` limits
+    item k to the primitives in asked[k] (the others stay unanswered: None for D, no for E/R)."""
+    def wanted(k: int, which: str) -> bool:
+        return asked is None or which in asked[k]
+
+    def run(slots: list[tuple[int, int, str]], prompt: Callable[[int, int, str], Prompt]) -> None:
+        scores = score_all([(askers[j][0], prompt(j, k, which)) for j, k, which in slots])
+        for (j, k, which), s in zip(slots, scores, strict=True):
+            prims[j][k].scores[which] = s.logodds
+            got[(j, k, which)] = s
+
     prims = [[Primitives(None, False, False) for _ in items] for _ in askers]
     got: dict[tuple[int, int, str], Score] = {}
-    for (j, k, which), s in zip(slots, score_all(reqs), strict=True):
-        prims[j][k].scores[which] = s.logodds
-        got[(j, k, which)] = s
+    first = [(j, k, which) for j in range(len(askers)) for k, it in enumerate(items)
+             for which in ("d", "e", "r") if wanted(k, which) and (which == "d" or it.passages)]
+    run(first, lambda j, k, which: _prompt("", askers[j][1](k, items[k])) if which == "d"
+        else _prompt(items[k].shared, askers[j][2](k, items[k], which)))
+    nulls = [(j, k, f"{which}_null") for j, k, which in first if which != "d" and got[(j, k, which)].ok
+             and got[(j, k, which)].logodds is not None
+             and _clears(got[(j, k, which)].logodds, askers[j][3].get(which, 0.0))]
+    run(nulls, lambda j, k, which: _prompt(items[k].null_shared, askers[j][2](k, items[k], which[0])))
     jobs = []
     for j, (be, _, er_task, th) in enumerate(askers):
         for k, it in enumerate(items):
             p = prims[j][k]
-            p.d = _yes(got[(j, k, "d")], p.notes, "D")
+            if wanted(k, "d"):
+                p.d = _yes(got[(j, k, "d")], p.notes, "D")
             job = _Job(it, p, be, lambda which, k=k, it=it, er_task=er_task: er_task(k, it, which), th)
-            if it.passages:
-                for which in ("e", "r"):
-                    setattr(p, which, _decide(job, which, got[(j, k, which)], got[(j, k, f"{which}_null")]))
+            for which in ("e", "r"):
+                if it.passages and wanted(k, which):
+                    setattr(p, which, _decide(job, which, got[(j, k, which)], got.get((j, k, f"{which}_null"))))
             jobs.append(job)
     _check_subsets(jobs)
     return prims
@@ -569,18 +575,24 @@ def _order(item: Item) -> bool:
 def adjudicate(items: Sequence[Item], a: Sequence[Primitives], b: Sequence[Primitives],
                adjudicator: Annotator) -> list[Primitives]:
     """The adjudicator's own primitives for each item, seeing both assessments in seeded random
-    order as 'Assessment 1' and 'Assessment 2' only."""
+    order as 'Assessment 1' and 'Assessment 2' only. It is asked only the primitives in dispute
+    (App. B: only disagreements are adjudicated); where A and B agree, their answer stands."""
     shown = [(a[k], b[k]) if _order(it) else (b[k], a[k]) for k, it in enumerate(items)]
 
     def fields(k: int, it: Item, part: Callable[[Primitives], str] = Primitives.describe) -> dict[str, str]:
         return {"obligation": it.obligation.text, "first": part(shown[k][0]), "second": part(shown[k][1])}
 
-    return _answers(items, [(
+    disputed = [frozenset(w for w in ("d", "e", "r") if getattr(a[k], w) != getattr(b[k], w))
+                for k in range(len(items))]
+    out = _answers(items, [(
         adjudicator.backend,  # D stays evidence-blind: its question shows the D answers only
         lambda k, it: ask("adjudicate_d", record=it.write.text, **fields(k, it, Primitives.describe_d)),
         lambda k, it, which: ask(ADJUDICATE[which], **fields(k, it)),
         adjudicator.thresholds,
-    )])[0]
+    )], asked=disputed)[0]
+    for k, adj in enumerate(out):
+        settle_agreed(adj, a[k], b[k], asked=disputed[k])
+    return out
 
 
 @dataclass
@@ -600,16 +612,23 @@ class Annotation:
         return obligation_label(f.d, f.e, f.r)
 
 
-def settle_agreed(adj: Primitives, a: Primitives, b: Primitives) -> None:
+def settle_agreed(adj: Primitives, a: Primitives, b: Primitives, asked: frozenset[str] | None = None) -> None:
     """The adjudicator resolves the primitives in dispute only: where A and B agree, their answer
-    stands (App. B: only disagreements are adjudicated)."""
+    stands (App. B: only disagreements are adjudicated). `asked`: the primitives the adjudicator
+    was asked (the others were not put to it and are taken from A without a note)."""
     for which in ("d", "e", "r"):
-        if getattr(a, which) == getattr(b, which) and getattr(adj, which) != getattr(a, which):
+        if getattr(a, which) != getattr(b, which):
+            continue
+        if asked is not None and which not in asked:
+            setattr(adj, which, getattr(a, which))
+        elif getattr(adj, which) != getattr(a, which):
             adj.notes.append(f"{which.upper()}: A and B agree ({'yes' if getattr(a, which) else 'no'}); "
                              f"the adjudicator's {'yes' if getattr(adj, which) else 'no'} is not used")
             setattr(adj, which, getattr(a, which))
-            if which != "d":
-                setattr(adj, f"{which}_subset", list(getattr(a, f"{which}_subset")))
+        else:
+            continue
+        if which != "d":
+            setattr(adj, f"{which}_subset", list(getattr(a, f"{which}_subset")))
 
 
 def annotate(items: Sequence[Item], a: Annotator, b: Annotator, adjudicator: Annotator) -> list[Annotation]:
@@ -618,7 +637,5 @@ def annotate(items: Sequence[Item], a: Annotator, b: Annotator, adjudicator: Ann
     disagree = [k for k in range(len(items)) if pa[k].answers != pb[k].answers]
     adj = adjudicate([items[k] for k in disagree], [pa[k] for k in disagree], [pb[k] for k in disagree],
                      adjudicator) if disagree else []
-    for k, x in zip(disagree, adj, strict=True):
-        settle_agreed(x, pa[k], pb[k])
     by_k = dict(zip(disagree, adj, strict=True))
     return [Annotation(items[k], pa[k], pb[k], by_k.get(k)) for k in range(len(items))]

@@ -90,3 +90,29 @@ def test_the_adjudicators_d_question_is_evidence_blind():
     assert d_tasks and all("Assessment 1: determinate:" in t for t in d_tasks)
     assert not any("implied" in t or "passages 2" in t for t in d_tasks)
     assert any("implied true: yes (passages 2)" in p.task for p in be.seen if p.shared)  # E/R still see both
+
+
+def test_null_evidence_is_asked_only_of_a_score_that_clears_the_threshold():
+    from derivaudit.annotate import null_passages, passages_block
+
+    x, be = _run("2")  # E clears (+4), R does not (-4): E alone meets the null question, per annotator
+    null = passages_block(null_passages(len(T)))
+    asked = [p for p in be.seen if p.shared == null]
+    assert len(asked) == 2 and all(p.verdict[0] == ("yes",) for p in asked)
+    assert "e_null" in x.a.scores and "r_null" not in x.a.scores
+    assert x.final.e is True and x.final.r is False  # same decisions as asking everything
+    _, be = _run("2", thresholds={"e": 5.0, "r": 5.0})  # nothing clears: no null question at all
+    assert not [p for p in be.seen if p.shared == null]
+
+
+def test_the_adjudicator_is_asked_only_the_primitives_in_dispute():
+    from derivaudit.annotate import Primitives, adjudicate
+
+    be = RuleBackend("2")
+    a = Primitives(True, True, False, e_subset=[2])
+    b = Primitives(True, False, False)  # D and R agree; E is in dispute
+    (adj,) = adjudicate([_item("Ann adopted a grey cat.")], [a], [b], Annotator("adjudicator", be, "a"))
+    assert be.seen and not [p for p in be.seen if not p.shared]  # no D question
+    assert not [p for p in be.seen if p.verdict != (("yes",), ("no",))]  # no three-way R question
+    assert (adj.d, adj.e, adj.r) == (True, True, False) and adj.e_subset == [2]
+    assert not any("agree" in n for n in adj.notes)  # nothing was overruled: the agreed ones were not asked
