@@ -93,7 +93,7 @@ def make(out: Path, writes: int, conversations: int, seed: int = 0, reps: int = 
         key = f"{view}/{ev}"
         rows = []
         for lab in labels:
-            label = lab["citation_label"] if ev == "citation_only" else lab["expanded_label"]
+            label = lab["expanded_label"]  # one answer key for every setting, as replay uses
             truth = None if label == "ambiguous" else label == "supported"
             rows.append({"setting": key, "view": view, "evidence": ev, "write_id": lab["write_id"],
                          "conversation_id": lab["conversation_id"], "truth": truth,
@@ -105,7 +105,8 @@ def make(out: Path, writes: int, conversations: int, seed: int = 0, reps: int = 
         settings_report[key] = m
         by_setting[key] = rows
         score_rows.extend(rows)
-    replay = {"settings": settings_report, "operating_point": "auto", "combine": "min", "differences": [],
+    replay = {"settings": settings_report, "operating_point": "auto", "operating_point_used": "crossfit",
+              "reference": {"labels": "model", "view": "expanded"}, "combine": "min", "differences": [],
               "noise": {"levels": {str(n): {"mean_logodds": 1.0 - 0.2 * n, "admitted_argmax": 0.8 - 0.05 * n,
                                             "admitted_at_threshold": None, "scoring_errors": 0} for n in (0, 2, 4)},
                         "writes": writes, "skipped_too_few_extras": 0},

@@ -1,11 +1,15 @@
 """Admission replay (seed 004, §3.2–3.3, §4.1, App. F, G, J): keep the memory, the evidence and the
 verifier fixed, change only the view, and count what a write-time verifier would admit.
 
-Ground truth comes from `scan`'s reference labels in the evidence view being replayed: valid =
-supported; negatives = unsupported or contradicted; ambiguous and unresolved writes are excluded
-and counted. Operating points: `argmax` (admit when log-odds > 0), `crossfit` (per held-out
+One answer key for every setting, as in the paper (§4.1: the same negatives at every setting):
+`scan`'s expanded-view reference label, whatever evidence the replayed setting shows the verifier.
+Valid = supported; negatives = unsupported or contradicted; ambiguous and unresolved writes are
+excluded and counted. So a provenance-repaired memory is a valid memory in citation_only too (a
+verifier that rejects it there loses a valid memory), and paired differences compare the same
+memories. Operating points: `argmax` (admit when log-odds > 0), `crossfit` (per held-out
 conversation, the lowest threshold whose conversation-balanced false-positive rate on the other
-conversations is at most 0.10), `auto` (argmax for near-binary verifiers, else crossfit).
+conversations is at most 0.10), `auto` (argmax for a near-binary verifier, else crossfit: decided
+once per verifier, from the scores of all its settings together).
 """
 
 from __future__ import annotations
@@ -178,9 +182,13 @@ def setting_metrics(rows: Sequence[dict[str, Any]], reps: int = 1000) -> dict[st
 
 def paired_difference(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], truth: bool,
                       reps: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Difference (b - a) of a balanced admission rate between two settings on the same writes,
-    with a cluster-bootstrap 95% interval (the same resampled conversations for both)."""
-    key = {r["write_id"] for r in a if r["truth"] is truth} & {r["write_id"] for r in b if r["truth"] is truth}
+    """Difference (b - a) of a balanced admission rate between two settings on the same writes
+    (those with this truth and a decision in both), with a cluster-bootstrap 95% interval (the same
+    resampled conversations for both)."""
+    def ok(rows: Sequence[dict[str, Any]]) -> set[str]:
+        return {r["write_id"] for r in rows if r["truth"] is truth and r["decision"] is not None}
+
+    key = ok(a) & ok(b)
     ra = [r for r in a if r["write_id"] in key]
     rb = [r for r in b if r["write_id"] in key]
     va, vb = _balanced(ra, truth), _balanced(rb, truth)
@@ -260,12 +268,16 @@ def score_cases(backend: Backend, cases: Sequence[Case], view: View, rule: str =
     return score_settings(backend, [(view, cases)], rule, details)[0]
 
 
+def resolve_point(rows: Sequence[dict[str, Any]], point: str) -> str:
+    """`auto` → argmax or crossfit from these rows' scores (all settings of one verifier together)."""
+    if point != "auto":
+        return point
+    return "argmax" if near_binary([r["score"] for r in rows if r["score"] is not None]) else "crossfit"
+
+
 def decide(rows: list[dict[str, Any]], point: str) -> str:
     """Fill `threshold` and `decision` in place; returns the operating point actually used."""
-    scores = [r["score"] for r in rows if r["score"] is not None]
-    used = point
-    if point == "auto":
-        used = "argmax" if near_binary(scores) else "crossfit"
+    used = resolve_point(rows, point)
     if used == "crossfit" and len({r["conversation_id"] for r in rows}) < 2:
         used = "argmax"  # nothing to fit on: one conversation only
     th = crossfit_thresholds(rows) if used == "crossfit" else {}
@@ -345,21 +357,29 @@ def check_options(rule: str, point: str) -> None:
         raise ValueError(f"--point must be {', '.join(POINTS)}")
 
 
+REFERENCE = "expanded"  # the view whose labels are the answer key of every setting
+
+
+def reference_truth(label_row: dict[str, Any]) -> tuple[bool | None, str | None]:
+    """(truth, why excluded) of a write under the answer key: its expanded-view label."""
+    label = label_row["expanded_label"]
+    if label_row["unresolved"]:
+        return None, "unresolved"
+    if label == "ambiguous" or label is None:
+        return None, "ambiguous"
+    return label == "supported", None
+
+
 def load_cases(run: Any, evidence: str) -> list[Case]:
-    """Cases for one evidence view from a scan run folder (labels, views, obligations)."""
+    """Cases for one evidence view from a scan run folder (labels, views, obligations): the
+    passages of that view, the truth of the answer key (the expanded view's label)."""
     labels = runs.read_rows(run, runs.LABELS)
     views = {r["write_id"]: r for r in runs.read_rows(run, runs.VIEWS)}
     obls = {r["write_id"]: [(o["kind"], o["text"]) for o in r["obligations"]]
             for r in runs.read_rows(run, runs.OBLIGATIONS)}
     cases = []
     for r in labels:
-        label = r["citation_label"] if evidence == "citation_only" else r["expanded_label"]
-        excluded = None
-        if evidence == "expanded" and r["unresolved"]:
-            excluded = "unresolved"
-        elif label == "ambiguous" or label is None:
-            excluded = "ambiguous"
-        truth = None if excluded else label == "supported"
+        truth, excluded = reference_truth(r)
         cases.append(Case(r["write_id"], r["conversation_id"], r["text"], evidence, views[r["write_id"]][evidence],
                           Memory(r["text"], obls.get(r["write_id"], [])), truth, excluded, r["provenance_repaired"]))
     return cases
@@ -407,8 +427,12 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
                                      "excluded": c.excluded, "repaired": c.repaired, "score": score,
                                      "parts": parts})
         progress("scoring", min(chunk, total - start), total)
+    used = resolve_point([r for rows in rows_of.values() for r in rows], point)  # one point per verifier
+    report["operating_point_used"] = used
+    report["reference"] = {"labels": "model", "view": REFERENCE,
+                           "meaning": "every setting is scored against the expanded-view reference label"}
     for key, rows in rows_of.items():
-        used = decide(rows, point)
+        used = decide(rows, used)
         m = setting_metrics(rows, reps)
         m["operating_point"] = used
         report["settings"][key] = m
@@ -452,28 +476,46 @@ def _differences(rows_of: dict[str, list[dict[str, Any]]], reps: int) -> list[di
 def noise_probe(run: Any, backend: Backend, rows_of: dict[str, list[dict[str, Any]]], levels: Sequence[int],
                 rule: str = "min", expanded: Sequence[Case] | None = None) -> dict[str, Any]:
     """Accumulated verification noise (§3.3, Table 6): supported memories checked with the
-    obligation view after adding 0, 2 or 4 extra true obligations from other supported records of
-    the same conversation; memory and evidence unchanged."""
+    obligation view after adding 0, 2 or 4 extra true obligations; memory and evidence unchanged.
+    An extra obligation must be supported by this memory's own expanded evidence (by the reference
+    labels: supported in another write's expanded view, on a checked subset of passages that are all
+    in this memory's expanded passages), so that rejecting the longer list is noise, not a correct
+    catch. Every level is scored on the same memories (those with enough extras for the top level);
+    how many could be probed at each level, and why the others could not, is reported."""
     cases = [c for c in (expanded if expanded is not None else load_cases(run, "expanded")) if c.truth]
     prims = runs.read_rows(run, runs.PRIMITIVES)
     texts = {o["obligation_id"]: o["text"] for r in runs.read_rows(run, runs.OBLIGATIONS) for o in r["obligations"]}
     supported_writes = {c.write_id for c in cases}
-    pool: dict[str, list[tuple[str, str]]] = {}  # conversation -> (write_id, obligation text)
+    # conversation -> (write_id, obligation text, the turns its checked subset names)
+    pool: dict[str, list[tuple[str, str, frozenset[str]]]] = {}
     for p in prims:
-        if p["view"] == "expanded" and p["label"] == "supported" and p["write_id"] in supported_writes:
-            pool.setdefault(p["conversation_id"], []).append((p["write_id"], texts[p["obligation_id"]]))
-    top = max(levels)
-    probe, skipped = [], 0
-    for c in cases:
-        others = [t for w, t in pool.get(c.conversation_id, []) if w != c.write_id]
-        lists = noise_lists(c.write_id, others, levels)
-        if top not in lists:
-            skipped += 1
+        if p["view"] != "expanded" or p["label"] != "supported" or p["write_id"] not in supported_writes:
             continue
-        probe.append((c, lists))
+        final = p.get("adjudicator") or p["A"]
+        turns = frozenset(p["passages"][n - 1] for n in final.get("e_subset") or [] if 0 < n <= len(p["passages"]))
+        if turns:
+            pool.setdefault(p["conversation_id"], []).append((p["write_id"], texts[p["obligation_id"]], turns))
+    top = max(levels)
+    probe = []
+    eligible = {n: 0 for n in levels}
+    for c in cases:
+        own = {t.get("turn_id") for t in c.passages}
+        others = [t for w, t, turns in pool.get(c.conversation_id, []) if w != c.write_id and turns <= own]
+        lists = noise_lists(c.write_id, others, levels)
+        for n in lists:
+            eligible[n] += 1
+        if top in lists:
+            probe.append((c, lists))
     view = get_view("obligation")
     thresholds = {r["write_id"]: r["threshold"] for r in rows_of.get("obligation/expanded", [])}
-    out: dict[str, Any] = {"levels": {}, "writes": len(probe), "skipped_too_few_extras": skipped}
+    out: dict[str, Any] = {
+        "levels": {}, "writes": len(probe), "skipped_too_few_extras": len(cases) - len(probe),
+        "candidates": len(cases),
+        "eligible": {str(n): eligible[n] for n in levels},
+        "why_not": {str(n): f"{len(cases) - eligible[n]} supported memories have fewer than {n} other supported "
+                            "obligations whose implying passages are all in their own expanded evidence"
+                    for n in levels if eligible[n] < len(cases)},
+    }
     for n in levels:
         variants = [Case(c.write_id, c.conversation_id, c.record, c.evidence, c.passages,
                          Memory(c.record, [*c.memory.obligations, *[("fact", t) for t in lists[n]]]), c.truth)

@@ -198,3 +198,134 @@ def test_admit_library_call():
     assert t["decision"] is True  # a fitted threshold admits at equality
     with pytest.raises(ValueError):
         admit("  ", passages)
+
+
+# ---------------------------------------------------------------- fidelity on a crafted run (no model)
+
+class ScriptedVerifier:
+    """Scores a prompt by the record it names (a fixed log-odds per record; the evidence shown is
+    ignored), so what replay counts is known in advance."""
+
+    name = "scripted"
+
+    def __init__(self, scores: dict[str, float]):
+        from derivaudit.models.base import Usage
+
+        self.scores, self.usage, self.seen = scores, Usage(), []
+
+    def identity(self):
+        return {"backend": self.name, "model": "scripted"}
+
+    def score(self, prompts, k=100):
+        from derivaudit.models.base import Score
+
+        out = []
+        for p in prompts:
+            self.seen.append(p)
+            (hit,) = [v for rec, v in self.scores.items() if rec in p.text]
+            out.append(Score(hit))
+        return out
+
+
+def _crafted_run(root: Path, writes: list[dict], extra_prims: list[dict] = ()) -> Path:
+    """A run folder with the files replay reads; each write: id, conv, cit/exp labels, passages
+    (turn ids of the expanded view; the first one is cited), optional unresolved."""
+    from derivaudit.io import write_jsonl
+
+    labels, views, obls, prims = [], [], [], list(extra_prims)
+    for w in writes:
+        ps = [{"turn_id": t, "order": i, "speaker": "Ann", "text": f"passage {t}", "time": None, "session": None}
+              for i, t in enumerate(w["turns"])]
+        views.append({"write_id": w["id"], "conversation_id": w["conv"], "text": f"record {w['id']}.",
+                      "citation_only": ps[:1], "expanded": ps, "search_limited": w.get("unresolved", False)})
+        obls.append({"write_id": w["id"], "status": "ok", "obligations": [
+            {"obligation_id": f"{w['id']}#o1", "write_id": w["id"], "kind": "fact", "subtype": None,
+             "text": f"obligation of {w['id']}."}]})
+        labels.append({"write_id": w["id"], "conversation_id": w["conv"], "text": f"record {w['id']}.",
+                       "citation_label": w["cit"], "expanded_label": w["exp"],
+                       "provenance_repaired": w["cit"] == "unsupported" and w["exp"] == "supported",
+                       "unresolved": w.get("unresolved", False), "search_limited": w.get("unresolved", False)})
+    root.mkdir(parents=True)
+    write_jsonl(root / "labels.jsonl", labels)
+    write_jsonl(root / "views.jsonl", views)
+    write_jsonl(root / "obligations.jsonl", obls)
+    write_jsonl(root / "primitives.jsonl", prims)
+    return root
+
+
+W = [  # two conversations; w1 and w5 are provenance-repaired (unsupported on their citation alone)
+    {"id": "w1", "conv": "c1", "cit": "unsupported", "exp": "supported", "turns": ["a1", "a2"]},
+    {"id": "w2", "conv": "c1", "cit": "supported", "exp": "supported", "turns": ["a1", "a3"]},
+    {"id": "w3", "conv": "c1", "cit": "unsupported", "exp": "unsupported", "turns": ["a2"]},
+    {"id": "w4", "conv": "c2", "cit": "ambiguous", "exp": "contradicted", "turns": ["b1"]},
+    {"id": "w5", "conv": "c2", "cit": "unsupported", "exp": "supported", "turns": ["b1", "b2"]},
+    {"id": "w6", "conv": "c2", "cit": "unsupported", "exp": "unsupported", "turns": ["b2"], "unresolved": True},
+]
+
+
+def test_every_setting_is_scored_against_the_expanded_reference(tmp_path):
+    from derivaudit.replay import replay
+
+    run = _crafted_run(tmp_path / "run", W)
+    be = ScriptedVerifier({f"record w{i}.": s for i, s in enumerate([0, 2.0, 3.0, -1.0, -2.0, -3.0, 1.0])})
+    rep = replay(run, be, [("holistic", "citation_only"), ("holistic", "expanded")], point="argmax", reps=50)
+    assert rep["reference"]["view"] == "expanded" and rep["reference"]["labels"] == "model"
+    rows = read_jsonl(run / "replay_scores.jsonl")
+    truth = {(r["setting"], r["write_id"]): r["truth"] for r in rows}
+    for setting in ("holistic/citation_only", "holistic/expanded"):
+        # w1 is valid everywhere (repaired), w4 is a negative though its citation label is ambiguous,
+        # w6 is excluded as unresolved in both
+        assert truth[(setting, "w1")] is True and truth[(setting, "w4")] is False and truth[(setting, "w6")] is None
+        m = rep["settings"][setting]
+        assert (m["n_pos"], m["n_neg"], m["excluded"]["unresolved"]) == (3, 2, 1)
+    # the same memories on both sides of every paired difference
+    assert {d["n"] for d in rep["differences"] if d["metric"] == "valid_kept"} == {3}
+    assert {d["n"] for d in rep["differences"] if d["metric"] == "unsupported_admitted"} == {2}
+
+
+def test_auto_picks_one_operating_point_for_all_settings_of_a_verifier(tmp_path):
+    from derivaudit.replay import replay
+
+    run = _crafted_run(tmp_path / "run", W)
+    # every score is near-binary (|log-odds| >= 4.6) except w1's and w2's citation-only prompts
+    # (passage a1 alone): 10 of 12 scores overall (argmax), but only 4 of 6 in citation_only, which
+    # decided alone would go to crossfit
+    class ByView(ScriptedVerifier):
+        def score(self, prompts, k=100):
+            from derivaudit.models.base import Score
+
+            out = []
+            for p in prompts:
+                cit = "passage a2" not in p.text and "passage a3" not in p.text and "passage b2" not in p.text
+                rec = next(r for r in self.scores if r in p.text)
+                out.append(Score(0.5 if cit and rec in ("record w1.", "record w2.", "record w3.") else
+                                 self.scores[rec]))
+            return out
+
+    be = ByView({f"record w{i}.": s for i, s in enumerate([0, 6.0, 6.0, -6.0, -6.0, 6.0, -6.0])})
+    rep = replay(run, be, [("holistic", "citation_only"), ("holistic", "expanded")], point="auto", reps=50)
+    assert rep["operating_point_used"] == "argmax"
+    assert {m["operating_point"] for m in rep["settings"].values()} == {"argmax"}
+
+
+def test_noise_probe_adds_only_obligations_supported_by_the_memorys_own_evidence(tmp_path):
+    from derivaudit.replay import replay
+
+    writes = [{"id": f"n{i}", "conv": "c1", "cit": "supported", "exp": "supported", "turns": t}
+              for i, t in enumerate([["x1", "x2", "x3"], ["x1"], ["x2"], ["x3"], ["x9"], ["x1", "x9"]])]
+    prims = []
+    for w in writes:  # each write's obligation is supported on its own first passage
+        prims.append({"obligation_id": f"{w['id']}#o1", "write_id": w["id"], "conversation_id": "c1",
+                      "view": "expanded", "passages": w["turns"], "label": "supported",
+                      "A": {"e_subset": [1]}, "adjudicator": None})
+    run = _crafted_run(tmp_path / "run", writes, prims)
+    be = ScriptedVerifier({f"record n{i}.": 5.0 for i in range(6)})
+    rep = replay(run, be, [("obligation", "expanded")], point="argmax", noise=[0, 2], reps=50)
+    nz = rep["noise"]
+    # n0 sees x1..x3: the obligations of n1 (x1), n2 (x2), n3 (x3) and n5 (x1) are supported by its
+    # evidence, n4's (x9) is not; n1 sees x1: n0 and n5; n5 sees x1 and x9: n0, n1 and n4. n2, n3
+    # and n4 have none (the others' implying passage is x1).
+    assert nz["eligible"] == {"0": 6, "2": 3} and nz["writes"] == 3 and nz["candidates"] == 6
+    assert "fewer than 2" in nz["why_not"]["2"]
+    added = [p.task for p in be.seen if "record n0." in p.text and p.task.count("- ") > 1]
+    assert added and all("obligation of n4." not in t for t in added)

@@ -178,3 +178,44 @@ def test_scan_config_round_trips_and_reads_old_option_dicts():
     assert ScanConfig.from_meta({}) is None
     with pytest.raises(ValueError, match="--until"):
         ScanConfig(until="everything")
+
+
+def test_a_write_insufficient_after_a_capped_search_is_unresolved_and_replay_excludes_it(tmp_path):
+    """Known input, no model: 30 turns about the orchard (more relevant turns than the retrieval
+    cap of 12) and a write nothing in them supports; the same write over a conversation where the
+    cap is not reached is plainly unsupported."""
+    from derivaudit import build_views
+    from derivaudit.annotate import Annotator, Decomposition, Item, Obligation, annotate
+    from derivaudit.io import check_rows, write_jsonl
+    from derivaudit.replay import load_cases
+    from derivaudit.scan import _primitive_row, label_writes
+
+    from .rule_backend import RuleBackend
+
+    rows = [{"type": "turn", "conversation_id": c, "turn_id": f"{c}{i}", "order": i, "speaker": "Ann",
+             "text": f"apple orchard visit number {i}" if c == "capped" or i < 3 else f"weather talk {i}"}
+            for c in ("capped", "open") for i in range(30)]
+    rows += [{"type": "write", "write_id": f"w-{c}", "conversation_id": c, "text": "Ann sold the apple orchard",
+              "citations": [f"{c}0"], "last_seen_turn": f"{c}29"} for c in ("capped", "open")]
+    log, problems = check_rows("mem", rows)
+    assert not problems
+    views = list(build_views(log))
+    assert {v.write.write_id: v.search_limited for v in views} == {"w-capped": True, "w-open": False}
+    decs = [Decomposition(w.write_id, [Obligation(f"{w.write_id}#o1", w.write_id, "fact", None, w.text)], "ok")
+            for w in log.writes]
+    items = [Item(d.obligations[0], v.write, vn, getattr(v, vn)) for d, v in zip(decs, views, strict=True)
+             for vn in ("citation_only", "expanded")]
+    be = RuleBackend("1")
+    anns = annotate(items, Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a"))
+    labels = {r["write_id"]: r for r in label_writes(log.writes, views, decs, [_primitive_row(x) for x in anns])}
+    assert labels["w-capped"]["expanded_label"] == labels["w-open"]["expanded_label"] == "unsupported"
+    assert labels["w-capped"]["unresolved"] is True and labels["w-open"]["unresolved"] is False
+    run = tmp_path / "run"
+    run.mkdir()
+    write_jsonl(run / "labels.jsonl", list(labels.values()))
+    write_jsonl(run / "views.jsonl", [v.to_dict() for v in views])
+    write_jsonl(run / "obligations.jsonl", [d.to_dict() for d in decs])
+    for ev in ("citation_only", "expanded"):
+        cases = {c.write_id: c for c in load_cases(run, ev)}
+        assert cases["w-capped"].truth is None and cases["w-capped"].excluded == "unresolved"
+        assert cases["w-open"].truth is False

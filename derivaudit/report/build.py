@@ -114,6 +114,14 @@ def _per_conversation(labeled: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
             for i, (g, size) in enumerate(zip(groups, sizes, strict=True))]
 
 
+def answer_key(replay: dict[str, Any]) -> str:
+    """Which labels a replay scored its settings against (older replays: each setting's own view)."""
+    ref = replay.get("reference")
+    if not ref:
+        return "answer key: each setting's own view (replayed by an older derivaudit; rerun replay)"
+    return f"answer key: {ref['labels']} labels of the {ref['view']} view, for every setting"
+
+
 def gate_setting(report: dict[str, Any]) -> str | None:
     settings = (report.get("replay") or {}).get("settings", {})
     return next((s for s in GATE_SETTINGS if s in settings), next(iter(settings), None))

@@ -19,7 +19,7 @@ import orjson
 
 from .. import runs
 from . import plots
-from .build import _num, gate_setting
+from .build import _num, answer_key, gate_setting
 from .text import _ci, change_rows, confusion_rows, gold_rows, pct
 
 VIEW_KEYS = {"citation_only": "co", "expanded": "ex"}
@@ -160,7 +160,8 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
 conversations; write-weighted beside it.</p>
 {_table(["metric", "balanced", "95% CI", "write-weighted", "n writes", "meaning"], scope_rows, "scope")}
 {"<h2>Admission replay</h2><p class=note>Operating point " + escape(str(rp.get("operating_point"))) + ", combine "
- + escape(str(rp.get("combine"))) + ". Gate setting: " + escape(str(gate_setting(report))) + ".</p>"
+ + escape(str(rp.get("combine"))) + "; " + escape(answer_key(rp)) + ". Gate setting: "
+ + escape(str(gate_setting(report))) + ".</p>"
  + _table(["view / evidence", "valid kept", "95% CI", "unsupported admitted", "95% CI", "AUC", "pos", "neg",
            "scoring errors", "point"], replay_rows, "replay") if replay_rows else ""}
 {gold_html}

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .build import flagged
+from .build import answer_key, flagged
 from .text import change_rows, confusion_rows, gold_rows
 
 
@@ -94,7 +94,8 @@ def print_scope(out: Console, report: dict[str, Any]) -> None:
 def print_replay(out: Console, report: dict[str, Any]) -> None:
     points = sorted({m["operating_point"] for m in report["settings"].values()})
     t = Table(title=f"Admission replay — operating point {report['operating_point']} ({', '.join(points)}), "
-                    f"split views combined by {report['combine']}; 95% bootstrap CIs over conversations",
+                    f"split views combined by {report['combine']}; {answer_key(report)}; "
+                    "95% bootstrap CIs over conversations",
               title_justify="left")
     for col in ("setting", "valid kept", "unsupported admitted", "n+/n−", "AUC", "err", "repaired kept"):
         t.add_column(col, justify="left" if col == "setting" else "right", no_wrap=True)
@@ -117,6 +118,11 @@ def print_replay(out: Console, report: dict[str, Any]) -> None:
                        f", admitted {_pct(v['admitted_argmax'])}" for k, v in nz["levels"].items())
         out.print(f"noise probe ({nz['writes']} supported writes; {nz['skipped_too_few_extras']} with too few "
                   f"extras): {lv}")
+        if "eligible" in nz:
+            out.print("  could be probed per level: " + ", ".join(
+                f"+{k}: {v} of {nz['candidates']}" for k, v in nz["eligible"].items()))
+            for k, why in nz.get("why_not", {}).items():
+                out.print(f"  +{k}: {escape(why)}")
 
 
 def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:

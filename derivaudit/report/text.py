@@ -14,7 +14,7 @@ from .. import runs
 from ..gold import CATEGORIES, PREDICTED
 from ..gold import flat as gold_flat
 from ..safe import neutralise
-from .build import _num, flagged
+from .build import _num, answer_key, flagged
 
 
 def metric_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -100,7 +100,7 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
     rp = report.get("replay")
     if rp:
         lines += ["", f"### Admission replay (operating point {md_escape(rp.get('operating_point'))}, "
-                      f"combine {md_escape(rp.get('combine'))})", "",
+                      f"combine {md_escape(rp.get('combine'))}; {md_escape(answer_key(rp))})", "",
                   "| view / evidence | valid kept | 95% CI | unsupported admitted | 95% CI | AUC | pos | neg |",
                   "|---|---:|---|---:|---|---:|---:|---:|"]
         for key, s in rp.get("settings", {}).items():
