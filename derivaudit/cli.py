@@ -389,6 +389,55 @@ def cache_clear(
     err.print(f"deleted {n} cached result(s)")
 
 
+review_app = typer.Typer(help="Human review of the reference labels: a blinded, stratified sample out, the "
+                         "reviewers' answers back in (seed 004 §5).", no_args_is_help=True)
+app.add_typer(review_app, name="review")
+
+
+@review_app.command("sample")
+def review_sample(
+    run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The review sheet to write (CSV, atomic).")],
+    per_stratum: Annotated[int, typer.Option("--per-stratum", min=1, help="Rows per stratum (view x label, "
+                                             "repaired, multi-passage).")] = 25,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sample and its order.")] = 0,
+    bom: Annotated[bool, typer.Option("--bom/--no-bom", help="Start the CSV with a UTF-8 byte-order mark, so "
+                                      "Excel reads it as UTF-8 (LibreOffice and Python do either way).")] = True,
+) -> None:
+    """A blinded review sheet: memory, obligation and numbered passages, empty columns for D/E/R/label."""
+    from .review import ReviewError, sample
+    from .runs import RunError
+
+    try:
+        doc = sample(run, output, per_stratum=per_stratum, seed=seed, bom=bom)
+    except (RunError, ReviewError) as e:
+        _bad(str(e))
+    counts = ", ".join(f"{escape(k)} {v} of {doc['available'][k]}" for k, v in doc["strata"].items())
+    err.print(f"wrote {len(doc['rows'])} rows to {escape(str(output))} ({counts}); fill human_D, human_E and "
+              f"human_R with yes or no, then run `derivaudit review import {escape(str(run))} {escape(str(output))}`")
+
+
+@review_app.command("import")
+def review_import(
+    run: Annotated[Path, typer.Argument(help="The run folder the sheet was sampled from.")],
+    sheet: Annotated[Path, typer.Argument(help="The filled review sheet (CSV).")],
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """Validate the reviewers' answers, store them in RUN/review.jsonl and show model-human agreement."""
+    from .report.table import print_review
+    from .review import ReviewError, import_review
+    from .runs import RunError
+
+    try:
+        metrics = import_review(run, sheet)
+    except (RunError, ReviewError) as e:
+        _bad(str(e))
+    if format is Fmt.json:
+        sys.stdout.buffer.write(orjson.dumps(metrics, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_review(out, metrics)
+
+
 # ---------------------------------------------------------------- scan and export
 
 
@@ -526,6 +575,9 @@ def replay(
     combine_rule: Annotated[str, typer.Option("--combine", help="Split views: min, mean or noisy_and.")] = "min",
     point: Annotated[str, typer.Option("--point", help="Operating point: auto, argmax or crossfit.")] = "auto",
     noise: Annotated[str | None, typer.Option("--noise", help="Noise probe levels, e.g. 0,2,4.")] = None,
+    reference: Annotated[str, typer.Option("--reference", help="The answer key: model (scan's labels, as the "
+                                           "paper), human (review import) or gold (meta.gold in the log); "
+                                           "always the expanded view's label.")] = "model",
     backend: BackendOpt = DEFAULT_BACKEND,
     model: ModelOpt = DEFAULT_MODEL,
     base_url: BaseUrlOpt = None,
@@ -544,16 +596,16 @@ def replay(
     roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
     try:
         settings = parse_settings(view, evidence, setting)
-        check_options(combine_rule, point)
         levels = parse_noise(noise)
         runs.require(run, (runs.LABELS, runs.VIEWS, runs.OBLIGATIONS), f"run `derivaudit scan ... -o {run}` first")
+        check_options(combine_rule, point, reference, run)
     except ValueError as e:
         _bad(str(e))
     with _pool(not no_cache) as pool, _backend_errors():
         be = pool.get(roles.spec("verifier"))
         with _progress() as bar:
             report = run_replay(run, be, settings, rule=combine_rule, point=point, noise=levels,
-                                progress=_stage_progress(bar))
+                                reference=reference, progress=_stage_progress(bar))
         report["model"] = be.identity()
         report["usage"] = {**be.usage.to_dict(), **({"cache_hits": be.hits, "cache_misses": be.misses}
                                                     if hasattr(be, "hits") else {})}

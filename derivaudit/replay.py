@@ -172,7 +172,8 @@ def setting_metrics(rows: Sequence[dict[str, Any]], reps: int = 1000) -> dict[st
         "unsupported_admitted": admitted,
         "unsupported_admitted_ci": bootstrap_rate(scored, False, reps),
         "realised_fpr": admitted, "n_pos": len(pos), "n_neg": len(neg),
-        "excluded": {k: sum(r["excluded"] == k for r in rows) for k in ("ambiguous", "unresolved")},
+        "excluded": {k: sum(r["excluded"] == k for r in rows) for k in dict.fromkeys(
+            ["ambiguous", "unresolved", *(r["excluded"] for r in rows if r["excluded"])])},
         "scoring_errors": sum(r["score"] is None and r["truth"] is not None for r in rows),
         "auc": auc(pos, neg),
         "repaired_kept": sum(r["decision"] for r in repaired), "repaired": len(repaired),
@@ -350,36 +351,65 @@ def parse_noise(text: str | None) -> list[int]:
     return levels
 
 
-def check_options(rule: str, point: str) -> None:
+def check_options(rule: str, point: str, reference: str = "model", run: Any = None) -> None:
     if rule not in COMBINE:
         raise ValueError(f"--combine must be one of {', '.join(COMBINE)}")
     if point not in POINTS:
         raise ValueError(f"--point must be {', '.join(POINTS)}")
+    if reference not in REFERENCES:
+        raise ValueError(f"--reference must be {', '.join(REFERENCES)}")
+    if run is not None and reference == "human" and not runs.read_rows_if(run, runs.REVIEW):
+        raise ValueError(f"--reference human needs reviewers' answers in {runs.path(run, runs.REVIEW)}: "
+                         f"`derivaudit review sample {run} -o review.csv`, fill it, `derivaudit review import`")
+    if run is not None and reference == "gold" and not any(
+            r.get("gold") for r in runs.read_rows_if(run, runs.LABELS)):
+        raise ValueError(f"--reference gold: no write of {run} carries meta.gold")
 
 
 REFERENCE = "expanded"  # the view whose labels are the answer key of every setting
+REFERENCES = ("model", "human", "gold")
 
 
-def reference_truth(label_row: dict[str, Any]) -> tuple[bool | None, str | None]:
-    """(truth, why excluded) of a write under the answer key: its expanded-view label."""
-    label = label_row["expanded_label"]
-    if label_row["unresolved"]:
-        return None, "unresolved"
+def reference_truth(label_row: dict[str, Any], reference: str = "model",
+                    human: dict[str, str] | None = None) -> tuple[bool | None, str | None]:
+    """(truth, why excluded) of a write under the answer key: its expanded-view label by the model
+    (scan's reference labels), by the human reviewers (`review import`; a write counts once every
+    one of its expanded obligations was reviewed), or `meta.gold` from the log."""
+    if reference == "gold":
+        g = label_row.get("gold")
+        if g is None:
+            return None, "no gold"
+        if g == "ambiguous":
+            return None, "ambiguous"
+        return g in ("citation-supported", "provenance-repaired"), None
+    if reference == "human":
+        label = (human or {}).get(label_row["write_id"])
+        if label is None:
+            return None, "not reviewed"
+    else:
+        label = label_row["expanded_label"]
+        if label_row["unresolved"]:
+            return None, "unresolved"
     if label == "ambiguous" or label is None:
         return None, "ambiguous"
     return label == "supported", None
 
 
-def load_cases(run: Any, evidence: str) -> list[Case]:
+def load_cases(run: Any, evidence: str, reference: str = "model") -> list[Case]:
     """Cases for one evidence view from a scan run folder (labels, views, obligations): the
-    passages of that view, the truth of the answer key (the expanded view's label)."""
+    passages of that view, the truth of the answer key (the expanded view's label by `reference`)."""
     labels = runs.read_rows(run, runs.LABELS)
     views = {r["write_id"]: r for r in runs.read_rows(run, runs.VIEWS)}
     obls = {r["write_id"]: [(o["kind"], o["text"]) for o in r["obligations"]]
             for r in runs.read_rows(run, runs.OBLIGATIONS)}
+    human = None
+    if reference == "human":
+        from .review import human_write_labels
+
+        human = human_write_labels(run, REFERENCE)
     cases = []
     for r in labels:
-        truth, excluded = reference_truth(r)
+        truth, excluded = reference_truth(r, reference, human)
         cases.append(Case(r["write_id"], r["conversation_id"], r["text"], evidence, views[r["write_id"]][evidence],
                           Memory(r["text"], obls.get(r["write_id"], [])), truth, excluded, r["provenance_repaired"]))
     return cases
@@ -393,14 +423,16 @@ def _with_qa(cases: list[Case], qa: dict[str, list[tuple[str, str]]]) -> list[Ca
 
 def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, rule: str = "min",
            point: str = "auto", noise: Sequence[int] = (), reps: int = 1000, chunk: int = 16,
+           reference: str = "model",
            progress: Callable[[str, int, int], None] = lambda *_: None) -> dict[str, Any]:
-    """Score every (view, evidence) setting, decide at the operating point, and report."""
+    """Score every (view, evidence) setting, decide at the operating point, and report against the
+    answer key `reference` (model, human or gold labels of the expanded view)."""
     from pathlib import Path
 
     run = Path(run)
-    check_options(rule, point)
     runs.require(run, (runs.LABELS, runs.VIEWS, runs.OBLIGATIONS), f"run `derivaudit scan ... -o {run}` first")
-    by_evidence = {ev: load_cases(run, ev) for ev in {ev for _, ev in settings}}
+    check_options(rule, point, reference, run)
+    by_evidence = {ev: load_cases(run, ev, reference) for ev in {ev for _, ev in settings}}
     qa: dict[str, list[tuple[str, str]]] = {}
     if any(get_view(v).needs_qa for v, _ in settings):
         records = next(iter(by_evidence.values()))
@@ -429,8 +461,8 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
         progress("scoring", min(chunk, total - start), total)
     used = resolve_point([r for rows in rows_of.values() for r in rows], point)  # one point per verifier
     report["operating_point_used"] = used
-    report["reference"] = {"labels": "model", "view": REFERENCE,
-                           "meaning": "every setting is scored against the expanded-view reference label"}
+    report["reference"] = {"labels": reference, "view": REFERENCE,
+                           "meaning": f"every setting is scored against the {reference} label of the expanded view"}
     for key, rows in rows_of.items():
         used = decide(rows, used)
         m = setting_metrics(rows, reps)
@@ -439,7 +471,8 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
         all_rows.extend(rows)
     report["differences"] = _differences(rows_of, reps)
     if noise:
-        report["noise"] = noise_probe(run, backend, rows_of, noise, rule, by_evidence.get("expanded"))
+        report["noise"] = noise_probe(run, backend, rows_of, noise, rule,
+                                      by_evidence.get("expanded") or load_cases(run, "expanded", reference))
         progress("noise probe", 1, 1)
     report["model"] = backend.identity()
     runs.write_rows(run, runs.REPLAY_SCORES, [{k: _finite(v) for k, v in r.items()} for r in all_rows])

@@ -10,6 +10,8 @@ so `report`, `export` and `replay` never import the scan pipeline just to read a
     RUN/scope.json           the scope report and annotator agreement
     RUN/replay_scores.jsonl  per write x replayed setting (written by replay)
     RUN/replay.json          replay metrics (written by replay)
+    RUN/review_sample.json   the blinded review sample's key (written by review sample)
+    RUN/review.jsonl         reviewers' D/E/R answers (written by review import)
 
 A stage whose file exists with the same fingerprint is not redone. Long stages append to
 `<stage>.partial.jsonl` as they go, so an interrupted run resumes where it stopped.
@@ -36,6 +38,8 @@ LABELS = "labels.jsonl"
 SCOPE = "scope.json"
 REPLAY_SCORES = "replay_scores.jsonl"
 REPLAY = "replay.json"
+REVIEW_SAMPLE = "review_sample.json"
+REVIEW = "review.jsonl"
 
 STAGES = {"views": VIEWS, "obligations": OBLIGATIONS, "primitives": PRIMITIVES, "labels": LABELS}
 VIEW_NAMES = ("citation_only", "expanded")

@@ -244,7 +244,8 @@ def _crafted_run(root: Path, writes: list[dict], extra_prims: list[dict] = ()) -
         labels.append({"write_id": w["id"], "conversation_id": w["conv"], "text": f"record {w['id']}.",
                        "citation_label": w["cit"], "expanded_label": w["exp"],
                        "provenance_repaired": w["cit"] == "unsupported" and w["exp"] == "supported",
-                       "unresolved": w.get("unresolved", False), "search_limited": w.get("unresolved", False)})
+                       "unresolved": w.get("unresolved", False), "search_limited": w.get("unresolved", False),
+                       "gold": w.get("gold")})
     root.mkdir(parents=True)
     write_jsonl(root / "labels.jsonl", labels)
     write_jsonl(root / "views.jsonl", views)
@@ -329,3 +330,29 @@ def test_noise_probe_adds_only_obligations_supported_by_the_memorys_own_evidence
     assert "fewer than 2" in nz["why_not"]["2"]
     added = [p.task for p in be.seen if "record n0." in p.text and p.task.count("- ") > 1]
     assert added and all("obligation of n4." not in t for t in added)
+
+
+def test_the_answer_key_can_be_gold_or_human(tmp_path):
+    from derivaudit.replay import replay
+
+    gold = {"w1": "provenance-repaired", "w2": "unsupported", "w3": "citation-supported", "w4": "ambiguous"}
+    run = _crafted_run(tmp_path / "run", [{**w, "gold": gold.get(w["id"])} for w in W])
+    be = ScriptedVerifier({f"record w{i}.": s for i, s in enumerate([0, 2.0, 3.0, -1.0, -2.0, -3.0, 1.0])})
+    rep = replay(run, be, [("holistic", "expanded")], point="argmax", reps=50, reference="gold")
+    assert rep["reference"]["labels"] == "gold"
+    truth = {r["write_id"]: (r["truth"], r["excluded"]) for r in read_jsonl(run / "replay_scores.jsonl")}
+    assert truth == {"w1": (True, None), "w2": (False, None), "w3": (True, None), "w4": (None, "ambiguous"),
+                     "w5": (None, "no gold"), "w6": (None, "no gold")}
+    with pytest.raises(ValueError, match="review import"):
+        replay(run, be, [("holistic", "expanded")], reference="human")
+    (run / "review.jsonl").write_text(  # a reviewer calls w3 supported (the model: unsupported)
+        '{"review_id": "r1", "obligation_id": "w3#o1", "write_id": "w3", "view": "expanded", "stratum": "x", '
+        '"d": true, "e": true, "r": false, "label": "supported"}\n')
+    prims = [{"obligation_id": f"{w['id']}#o1", "write_id": w["id"], "conversation_id": w["conv"],
+              "view": "expanded", "passages": w["turns"], "label": "supported", "A": {"e_subset": [1]},
+              "adjudicator": None} for w in W]
+    (run / "primitives.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prims))
+    rep = replay(run, be, [("holistic", "expanded")], point="argmax", reps=50, reference="human")
+    truth = {r["write_id"]: (r["truth"], r["excluded"]) for r in read_jsonl(run / "replay_scores.jsonl")}
+    assert truth["w3"] == (True, None) and truth["w1"] == (None, "not reviewed")
+    assert rep["settings"]["holistic/expanded"]["excluded"]["not reviewed"] == 5

@@ -15,6 +15,7 @@ from .. import __version__, runs
 from ..gold import HELP as GOLD_HELP
 from ..gold import flat as gold_flat
 from ..gold import gold_metrics
+from ..review import review_metrics
 from ..runs import RunError
 from ..stats import SCOPE_HELP, cluster_bootstrap_ci, group_counts, rates
 
@@ -77,6 +78,7 @@ def build(run: str | Path, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]
         "decomposition": scan_report.get("decomposition", {}),
         "labels": scan_report.get("labels", {}),
         "gold": gold_metrics(labels),
+        "review": review_metrics(run),
         "scoring_errors": {"scan": scan_report.get("scoring_errors", 0),
                            "replay": {k: v.get("scoring_errors", 0)
                                       for k, v in (replay or {}).get("settings", {}).items()}},

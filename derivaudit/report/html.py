@@ -20,7 +20,7 @@ import orjson
 from .. import runs
 from . import plots
 from .build import _num, answer_key, gate_setting
-from .text import _ci, change_rows, confusion_rows, gold_rows, pct
+from .text import _ci, change_rows, confusion_rows, gold_rows, pct, review_rows
 
 VIEW_KEYS = {"citation_only": "co", "expanded": "ex"}
 
@@ -146,6 +146,14 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
     if "change" in report:
         change = (f"<h2>Change against the baseline</h2><p>baseline: {escape(report['baseline']['run']['path'])}</p>"
                   + _table(["metric", "baseline", "this run", "change"], change_rows(report)))
+    rv = report.get("review")
+    review_html = ""
+    if rv:
+        prim, head, conf = review_rows(rv)
+        review_html = (f"<h2>Human review</h2><p class=note>{rv['reviewed']} reviewed obligation × view rows "
+                       "(derivaudit review import): the model's final primitives against the reviewers'.</p>"
+                       + _table(["primitive", "n", "agreement", "Cohen's κ"], prim, "review")
+                       + _table(head, conf, "review-confusion"))
     g = report.get("gold")
     gold_html = ""
     if g:
@@ -165,6 +173,7 @@ conversations; write-weighted beside it.</p>
  + _table(["view / evidence", "valid kept", "95% CI", "unsupported admitted", "95% CI", "AUC", "pos", "neg",
            "scoring errors", "point"], replay_rows, "replay") if replay_rows else ""}
 {gold_html}
+{review_html}
 {change}
 {"<h2>Annotators</h2>" + _table(["primitive", "agreement", "Cohen's κ"], ag_rows)
  + f"<p>Adjudicated {ag.get('adjudicated')} of {ag.get('items')} items.</p>" if ag_rows else ""}

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .build import answer_key, flagged
-from .text import change_rows, confusion_rows, gold_rows
+from .text import change_rows, confusion_rows, gold_rows, review_rows
 
 
 def print_health(out: Console, cal: dict[str, Any] | None) -> None:
@@ -32,6 +32,30 @@ def print_health(out: Console, cal: dict[str, Any] | None) -> None:
                       f"E and R both yes {yy}; E–R score correlation {corr}")
         if h.get("warning"):
             out.print(f"[bold red]WARNING[/bold red]: {escape(h['warning'])}")
+
+
+def print_review(out: Console, m: dict[str, Any] | None) -> None:
+    """Model vs human reviewers: agreement and κ per primitive and label, the confusion matrix."""
+    if not m:
+        return
+    prim, head, conf = review_rows(m, "–")
+    t = Table(title=f"Human review: the model's final primitives vs the reviewers' ({m['reviewed']} reviewed "
+                    "obligation x view rows)", title_justify="left")
+    for col in ("primitive", "n", "agreement", "Cohen's κ"):
+        t.add_column(col, justify="left" if col == "primitive" else "right", no_wrap=True)
+    for r in prim:
+        t.add_row(*r)
+    out.print(t)
+    c = Table(title="Confusion: model label down, human label across; agreement within each model label",
+              title_justify="left")
+    for col in head:
+        c.add_column(col, justify="left" if col.startswith("model") else "right", no_wrap=True)
+    for r in conf:
+        c.add_row(*r)
+    out.print(c)
+    if m.get("by_stratum"):
+        out.print("label agreement by stratum: " + ", ".join(
+            f"{escape(s)} {_pct(v['agreement'])} (n={v['n']})" for s, v in m["by_stratum"].items()))
 
 
 def print_gold(out: Console, g: dict[str, Any] | None) -> None:
@@ -85,6 +109,7 @@ def print_scope(out: Console, report: dict[str, Any]) -> None:
               f"({_pct(ag['adjudication_rate'])})")
     print_health(out, report.get("calibration"))
     print_gold(out, report.get("gold"))
+    print_review(out, report.get("review"))
     dec = report["decomposition"]
     out.print(f"decomposition: {dec['ok']} ok, {dec['retried']} after retry, {dec['fallback']} failed "
               f"(audited as the whole record; failure rate {_pct(dec['failure_rate'])}); "
@@ -105,9 +130,10 @@ def print_replay(out: Console, report: dict[str, Any]) -> None:
                   _pct(m["unsupported_admitted"]) + _ci(m["unsupported_admitted_ci"]),
                   f"{m['n_pos']}/{m['n_neg']}", auc, str(m["scoring_errors"]), f"{m['repaired_kept']}/{m['repaired']}")
     out.print(t)
-    excluded = {k: max(m["excluded"][k] for m in report["settings"].values()) for k in ("ambiguous", "unresolved")}
-    out.print(f"excluded from ground truth (at most, per setting): ambiguous {excluded['ambiguous']}, "
-              f"unresolved {excluded['unresolved']}")
+    reasons = dict.fromkeys(k for m in report["settings"].values() for k in m["excluded"])
+    excluded = {k: max(m["excluded"].get(k, 0) for m in report["settings"].values()) for k in reasons}
+    out.print("excluded from ground truth (at most, per setting): "
+              + ", ".join(f"{escape(k)} {v}" for k, v in excluded.items()))
     for d in report.get("differences", []):
         if d["difference"] is not None:
             out.print(f"{d['metric']}: {escape(d['from'])} → {escape(d['to'])}: {d['difference']:+.1%}{_ci(d['ci'])}"

@@ -94,6 +94,14 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
     if g:
         lines += ["", "### Labels against gold (`meta.gold`)", "", "| metric | value |", "|---|---:|"]
         lines += [f"| {md_escape(a)} | {md_escape(b)} |" for a, b in gold_rows(g)]
+    rv = report.get("review")
+    if rv:
+        prim, head, conf = review_rows(rv)
+        lines += ["", f"### Human review ({rv['reviewed']} reviewed obligation × view rows)", "",
+                  "| primitive | n | agreement | Cohen's κ |", "|---|---:|---:|---:|"]
+        lines += ["| " + " | ".join(r) + " |" for r in prim]
+        lines += ["", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in conf]
         head, rows = confusion_rows(g)
         lines += ["", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -144,6 +152,18 @@ def gold_rows(g: dict[str, Any], dash: str = "—") -> list[list[str]]:
     rows += [[f"recall: {c}", f"{pct(g['recall'][c])} (n={g['support'][c]})" if g["support"][c] else dash]
              for c in CATEGORIES]
     return rows
+
+
+def review_rows(m: dict[str, Any], dash: str = "—") -> tuple[list[list[str]], list[str], list[list[str]]]:
+    """The human-review section of every renderer: [primitive, n, agreement, κ] rows, then the
+    confusion matrix (model label down, human across, agreement within each model label)."""
+    prim = [[k, str(v["n"]), pct(v["agreement"]), dash if v["kappa"] is None else f"{v['kappa']:.2f}"]
+            for k, v in m["primitives"].items()]
+    labels = list(m["confusion"])
+    head = ["model ↓ / human →", *labels, "agreement"]
+    rows = [[lab, *(str(m["confusion"][lab][h]) for h in labels), pct(m["by_model_label"][lab]["agreement"])]
+            for lab in labels]
+    return prim, head, rows
 
 
 def confusion_rows(g: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
