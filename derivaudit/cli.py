@@ -480,7 +480,7 @@ def scan(
 
 def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
     """The body of scan, decompose and annotate: one pipeline, stopped after `cfg.until`."""
-    from .report.table import print_scope
+    from .report.table import print_rubric, print_scope
     from .scan import scan as run_scan
 
     files, history = [Path(f) for f in cfg.files], [Path(h) for h in cfg.history]
@@ -498,6 +498,7 @@ def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_scope(out, report)
+        print_rubric(out, report.get("rubric"))
         judges: dict[str, list[str]] = {}
         for role, model in report["run"].get("judged_by", {}).items():
             judges.setdefault(model, []).append(role)
@@ -506,13 +507,14 @@ def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
                   f"{report['run']['seconds']:.0f} s)")
 
 
-def _stage_command(run: Path, until: str, format: Fmt) -> None:
+def _stage_command(run: Path, until: str, format: Fmt, rubric: str | None = None) -> None:
     from .runs import load_meta
     from .scan import ScanConfig
 
     cfg = ScanConfig.from_meta(load_meta(run), until)
     if cfg is None:
         _bad(f"{run} is not a run folder made by `derivaudit scan` (no meta.json with its settings)")
+    cfg.rubric = rubric
     _run_scan(cfg, run, format)
 
 
@@ -530,10 +532,17 @@ def decompose(run: RunArg) -> None:
 @handles_bad_input
 def annotate(
     run: RunArg,
+    rubric: Annotated[str | None, typer.Option("--rubric", help="Then ask annotator A's primitives again in "
+                                               "this wording (b; A uses a) and report the agreement between "
+                                               "wordings (rubric stability, App. B).")] = None,
     format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
 ) -> None:
     """Step 2b: D/E/R primitives from both annotators, adjudication and labels for RUN; prints the report."""
-    _stage_command(run, "labels", format)
+    from .rubric import WORDINGS
+
+    if rubric is not None and rubric not in WORDINGS[1:]:
+        _bad(f"--rubric must be b (annotator A asks in wording a), not {rubric!r}")
+    _stage_command(run, "labels", format, rubric)
 
 
 class Level(StrEnum):

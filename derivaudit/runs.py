@@ -12,6 +12,7 @@ so `report`, `export` and `replay` never import the scan pipeline just to read a
     RUN/replay.json          replay metrics (written by replay)
     RUN/review_sample.json   the blinded review sample's key (written by review sample)
     RUN/review.jsonl         reviewers' D/E/R answers (written by review import)
+    RUN/rubric.json          rubric stability (annotate --rubric b; A's answers in rubric_b.jsonl)
 
 A stage whose file exists with the same fingerprint is not redone. Long stages append to
 `<stage>.partial.jsonl` as they go, so an interrupted run resumes where it stopped.
@@ -40,6 +41,7 @@ REPLAY_SCORES = "replay_scores.jsonl"
 REPLAY = "replay.json"
 REVIEW_SAMPLE = "review_sample.json"
 REVIEW = "review.jsonl"
+RUBRIC = "rubric.json"
 
 STAGES = {"views": VIEWS, "obligations": OBLIGATIONS, "primitives": PRIMITIVES, "labels": LABELS}
 VIEW_NAMES = ("citation_only", "expanded")

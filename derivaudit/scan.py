@@ -60,6 +60,7 @@ class ScanConfig:
     use_cache: bool = True
     skip_invalid: bool = False
     calibrate: bool = True  # per-annotator E/R thresholds at FPR <= 0.10 (else argmax)
+    rubric: str | None = None  # after labels: annotator A again in this wording (not saved: one-off)
 
     def __post_init__(self) -> None:
         if self.until not in UNTIL:
@@ -258,6 +259,14 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
                      "judged_by": {x.role: f"{x.backend.identity().get('model')} ({x.backend.name})"
                                    for x in annotators}}
     runs.write_json(run, runs.SCOPE, report)
+    if cfg.rubric:
+        from .rubric import rerun
+
+        t0 = time.time()
+        items = [Item(o, w, vn, getattr(view_of[w.write_id], vn))
+                 for w in writes for vn in VIEW_NAMES for o in by_write[w.write_id].obligations]
+        report["rubric"] = rerun(run, log, a, cfg.rubric, items, use_calibration=cfg.calibrate, progress=progress)
+        timings["rubric"] = round(time.time() - t0, 3)
     meta["usage"] = usage_by_backend(annotators)
     save_meta(run, meta)
     return report

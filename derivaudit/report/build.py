@@ -79,6 +79,7 @@ def build(run: str | Path, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]
         "labels": scan_report.get("labels", {}),
         "gold": gold_metrics(labels),
         "review": review_metrics(run),
+        "rubric": runs.read_json_if(run, runs.RUBRIC),
         "scoring_errors": {"scan": scan_report.get("scoring_errors", 0),
                            "replay": {k: v.get("scoring_errors", 0)
                                       for k, v in (replay or {}).get("settings", {}).items()}},

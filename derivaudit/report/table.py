@@ -58,6 +58,20 @@ def print_review(out: Console, m: dict[str, Any] | None) -> None:
             f"{escape(s)} {_pct(v['agreement'])} (n={v['n']})" for s, v in m["by_stratum"].items()))
 
 
+def print_rubric(out: Console, m: dict[str, Any] | None) -> None:
+    """Rubric stability: agreement between annotator A's two prompt wordings per primitive."""
+    if not m:
+        return
+    t = Table(title=f"Rubric stability: annotator {escape(m['annotator'])} in wording {escape(m['original'])} "
+                    f"vs {escape(m['wording'])} ({m['items']} obligation x view items; paper: 0.81–0.91)",
+              title_justify="left")
+    for col in ("primitive", "n", "agreement", "Cohen's κ"):
+        t.add_column(col, justify="left" if col == "primitive" else "right", no_wrap=True)
+    for k, v in m["primitives"].items():
+        t.add_row(k, str(v["n"]), _pct(v["agreement"]), "–" if v["kappa"] is None else f"{v['kappa']:.2f}")
+    out.print(t)
+
+
 def print_gold(out: Console, g: dict[str, Any] | None) -> None:
     """Label accuracy against `meta.gold`: nothing when the log carries no gold."""
     if not g:
@@ -110,6 +124,7 @@ def print_scope(out: Console, report: dict[str, Any]) -> None:
     print_health(out, report.get("calibration"))
     print_gold(out, report.get("gold"))
     print_review(out, report.get("review"))
+    print_rubric(out, report.get("rubric"))
     dec = report["decomposition"]
     out.print(f"decomposition: {dec['ok']} ok, {dec['retried']} after retry, {dec['fallback']} failed "
               f"(audited as the whole record; failure rate {_pct(dec['failure_rate'])}); "

@@ -1,0 +1,48 @@
+"""Rubric stability: annotator A's primitives asked again in the other wording, compared with its
+original answers (a rule verifier that reads the wording makes the disagreement known)."""
+
+from __future__ import annotations
+
+import pytest
+
+from derivaudit import load_log
+from derivaudit.annotate import Annotator
+from derivaudit.runs import read_jsonl
+from derivaudit.scan import ScanConfig, scan
+
+from .rule_backend import RuleBackend
+
+
+class WordingSensitive(RuleBackend):
+    """Answers E = no whenever the question is asked in wording b ("establish that the claim")."""
+
+    def score(self, prompts, k=100):
+        out = super().score(prompts, k)
+        for i, p in enumerate(prompts):
+            if "establish that the claim is true" in p.task:
+                out[i] = type(out[i])(-4.0, -4.1, -0.1)
+        return out
+
+
+def test_rubric_b_reruns_annotator_a_in_the_other_wording_and_reports_agreement(fixtures, tmp_path):
+    log = load_log(fixtures / "memories.jsonl")
+    be = WordingSensitive("1, 2")  # the first two passages: boston-1 is implied by both
+    annotators = (Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a"))
+    cfg = ScanConfig(limit=4, rubric="b", calibrate=False)
+    report = scan(log, tmp_path / "run", annotators, cfg=cfg)
+    rub = report["rubric"]
+    assert (rub["annotator"], rub["original"], rub["wording"]) == ("A", "a", "b")
+    prims = read_jsonl(tmp_path / "run" / "primitives.jsonl")
+    rows = read_jsonl(tmp_path / "run" / "rubric_b.jsonl")
+    assert len(rows) == len(prims) == rub["items"] and all(r["wording"] == "b" for r in rows)
+    assert not any(r["e"] for r in rows)  # wording b never establishes anything for this verifier
+    # hand computation from the two files
+    orig = {(p["obligation_id"], p["view"]): p["A"] for p in prims}
+    e_same = [orig[(r["obligation_id"], r["view"])]["e"] == r["e"] for r in rows]
+    assert rub["primitives"]["E"]["agreement"] == pytest.approx(sum(e_same) / len(e_same))
+    assert any(o["e"] for o in orig.values()) and rub["primitives"]["E"]["agreement"] < 1
+    d_same = [orig[(r["obligation_id"], r["view"])]["d"] == r["d"] for r in rows]
+    assert rub["primitives"]["D"]["agreement"] == pytest.approx(sum(d_same) / len(d_same))
+    assert (tmp_path / "run" / "rubric.json").exists()
+    with pytest.raises(ValueError, match="already uses wording a"):
+        scan(log, tmp_path / "run", annotators, cfg=ScanConfig(limit=4, rubric="a", calibrate=False))
