@@ -629,6 +629,53 @@ def replay(
                      else ""))
 
 
+@app.command()
+@handles_bad_input
+def drift(
+    files: Files,
+    history: History = None,
+    against: Annotated[str, typer.Option("--against", help="Compare a rewrite with its round-0 ancestor (root) "
+                                         "or its parent.")] = "root",
+    threshold: Annotated[float, typer.Option("--threshold", help="Drift when log-odds > 0 (argmax, default) "
+                                             "or >= this threshold.")] = 0.0,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
+                                                "judged pair as JSON (atomic).")] = None,
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
+    model_role: ModelRoleOpt = None,
+    no_cache: NoCacheOpt = False,
+    skip_invalid: SkipInvalid = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """Temporal and modality drift of rewritten memories, per rewriting round (seed 004 §4.3)."""
+    from .drift import AGAINST
+    from .drift import drift as run_drift
+    from .io import atomic_writer
+    from .report.table import print_drift
+
+    if against not in AGAINST:
+        _bad(f"--against must be {' or '.join(AGAINST)}, not {against!r}")
+    log = _load(files, history or [], skip_invalid)
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
+    with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
+        report = run_drift(log, pool.get(roles.spec("verifier")), against=against, threshold=threshold,
+                           progress=_stage_progress(bar))
+    if not report["pairs"]:
+        _bad("no write of the log has a round (0 = extraction, 1+ = rewrites): nothing to compare; "
+             + "; ".join(report["unplaced"][:3]))
+    doc = orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
+    if output:
+        with atomic_writer(output) as fh:
+            fh.write(doc)
+    if format is Fmt.json:
+        sys.stdout.buffer.write(doc)
+    else:
+        print_drift(out, report)
+
+
 class ReportFmt(StrEnum):
     table = "table"
     json = "json"

@@ -72,6 +72,31 @@ def print_rubric(out: Console, m: dict[str, Any] | None) -> None:
     out.print(t)
 
 
+def print_drift(out: Console, d: dict[str, Any]) -> None:
+    """Drift per round: balanced rate (95% CI over conversations), weighted rate, counts; examples."""
+    t = Table(title=f"Drift per rewriting round (against the {escape(d['against'])}; round 0 = extraction, "
+                    "against the cited turns); conversation-balanced, 95% bootstrap CI over conversations",
+              title_justify="left")
+    for col in ("round", "pairs", "temporal", "temporal weighted", "modality", "modality weighted"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for rnd, c in d["rounds"].items():
+        cells = []
+        for kind in ("temporal", "modality"):
+            k = c[kind]
+            cells += [_pct(k["balanced"]) + _ci(k["ci"]), f"{_pct(k['weighted'])} ({k['drifted']}/{k['judged']})"]
+        t.add_row(rnd, str(c["pairs"]), *cells)
+    out.print(t)
+    for kind, rows in d["examples"].items():
+        for r in rows:
+            out.print(f"{kind} drift, round {r['round']} ({r[kind + '_logodds']:+.2f}): "
+                      f"{escape(' '.join(str(r['earlier']).split()))!r} → {escape(str(r['later']))!r}")
+    if d.get("expected"):
+        out.print("against meta.drift: " + ", ".join(
+            f"{k} {_pct(v['agreement'])} (n={v['n']})" for k, v in d["expected"].items()))
+    if d["unplaced"]:
+        out.print(f"{len(d['unplaced'])} write(s) not in a lineage, e.g. {escape(d['unplaced'][0])}")
+
+
 def print_gold(out: Console, g: dict[str, Any] | None) -> None:
     """Label accuracy against `meta.gold`: nothing when the log carries no gold."""
     if not g:
