@@ -146,22 +146,39 @@ def calibrate(backend: Backend, variant: str, log: MemoryLog, n: int = 24, targe
     or `task(which, statement) -> (question, verdict)`, e.g. `adjudicator_task()`) and pick its
     thresholds. Returns thresholds and health: TPR at the target FPR, AUC, the share of items
     answered yes to both E and R, and the correlation of E and R scores."""
+    return calibrate_many([(backend, variant, task)], log, n, target)[0]
+
+
+def calibrate_many(annotators: Sequence[tuple[Backend, str, Any]], log: MemoryLog, n: int = 24,
+                   target: float = TARGET_FPR) -> list[dict[str, Any]]:
+    """`calibrate` for several (backend, variant, task) at once: one scoring call, so annotators on
+    one backend share each evidence window's prefix (scores are the same as calibrating each alone)."""
     from .annotate import passages_block, score_all
 
     items = build_items(log, n=n)
     e_items = [it for it in items if it.kind == "e"]
     r_pos = [it for it in items if it.kind == "r"]
-    task = task or annotator_task(variant)
 
-    def prompts(its: Sequence[Item], which: str) -> list[tuple[Backend, Prompt]]:
+    def prompts(backend: Backend, task: Any, its: Sequence[Item], which: str) -> list[tuple[Backend, Prompt]]:
         out = []
         for it in its:
             question, verdict = task(which, it.statement)
             out.append((backend, Prompt(passages_block(it.passages), question, verdict=verdict)))
         return out
 
-    scores = score_all(prompts(e_items, "e") + prompts(e_items, "r") + prompts(r_pos, "r"))
-    vals = [s.logodds for s in scores]
+    reqs: list[tuple[Backend, Prompt]] = []
+    for backend, variant, task in annotators:
+        task = task or annotator_task(variant)
+        reqs += prompts(backend, task, e_items, "e") + prompts(backend, task, e_items, "r") + prompts(
+            backend, task, r_pos, "r")
+    per = 2 * len(e_items) + len(r_pos)
+    scores = score_all(reqs)
+    return [_pick_all([s.logodds for s in scores[k * per : (k + 1) * per]], items, e_items, target)
+            for k in range(len(annotators))]
+
+
+def _pick_all(vals: Sequence[float | None], items: Sequence[Item], e_items: Sequence[Item],
+              target: float) -> dict[str, Any]:
     e_scores, r_on_e, r_scores = vals[: len(e_items)], vals[len(e_items): 2 * len(e_items)], vals[2 * len(e_items):]
     e_pos = [v for v, it in zip(e_scores, e_items, strict=True) if it.positive and v is not None]
     e_neg = [v for v, it in zip(e_scores, e_items, strict=True) if not it.positive and v is not None]

@@ -199,10 +199,10 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     # -- calibration: each annotator's E and R thresholds from items built from the log itself
     t0 = time.time()
     health = {}
-    for x in (a, b, adj):
-        if cfg.calibrate:
-            task = calibrate.adjudicator_task() if x is adj else None
-            cal = calibrate.calibrate(x.backend, x.variant, log, task=task)
+    if cfg.calibrate:  # all three roles in one call: roles on one model share each window's prefix
+        cals = calibrate.calibrate_many([(x.backend, x.variant, calibrate.adjudicator_task() if x is adj else None)
+                                         for x in (a, b, adj)], log)
+        for x, cal in zip((a, b, adj), cals, strict=True):
             x.thresholds = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
             health[x.role] = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()},
                               "warning": calibrate.health_warning(x.role, cal)}

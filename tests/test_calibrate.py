@@ -88,3 +88,18 @@ def test_a_log_without_calibration_items_says_so_and_asks_nothing(fixtures):
     # a log with items keeps the separability check
     full = calibrate(RuleBackend(), "a", load_log(fixtures / "memories.jsonl"), n=6)
     assert full["items"] and "not calibrated" not in (health_warning("A", full) or "")
+
+
+def test_calibrating_several_annotators_at_once_gives_each_its_own_thresholds(fixtures):
+    from derivaudit.calibrate import adjudicator_task, calibrate, calibrate_many
+
+    from .rule_backend import RuleBackend
+
+    log = load_log(fixtures / "memories.jsonl")
+    be = RuleBackend()
+    together = calibrate_many([(be, "a", None), (be, "b", None), (be, "a", adjudicator_task())], log, n=6)
+    alone = [calibrate(RuleBackend(), "a", log, n=6), calibrate(RuleBackend(), "b", log, n=6),
+             calibrate(RuleBackend(), "a", log, n=6, task=adjudicator_task())]
+    assert together == alone
+    n_items = alone[0]["items"]  # E positives, E negatives, R positives in equal numbers
+    assert len(be.seen) == 3 * (2 * (2 * n_items // 3) + n_items // 3)  # E and R on E items, R on R items
