@@ -676,6 +676,76 @@ def drift(
         print_drift(out, report)
 
 
+families_app = typer.Typer(help="Matched families with controls (seed 004 §3.2, App. E): does a verifier accept "
+                           "compositions nothing supports?", no_args_is_help=True)
+app.add_typer(families_app, name="families")
+
+
+def _family_errors(e: Any) -> NoReturn:
+    _print_problems(e.problems)
+    err.print(f"[red]{len(e.problems)} problem(s); nothing was built.[/red]")
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+@families_app.command("build")
+@handles_bad_input
+def families_build(
+    families_file: Annotated[Path, typer.Argument(help="Family file (JSONL, see the README).")],
+    log: Annotated[Path, typer.Option("--log", help="A memory log whose conversations give the neutral "
+                                      "padding turns.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Folder for items.jsonl and build.json.")],
+    size: Annotated[int, typer.Option("--size", min=6, help="Passages in every version's evidence.")] = 16,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of padding and positions.")] = 0,
+) -> None:
+    """Build every family's four cells and two controls over the same distractors and padding."""
+    from .families import FamilyError, build
+
+    padding = _load([log], [], False)
+    try:
+        doc = build(families_file, padding, output, size=size, seed=seed)
+    except FamilyError as e:
+        _family_errors(e)
+    err.print(f"built {doc['items']} versions of {doc['families']} families in {escape(str(output))} "
+              f"({size} passages each)")
+
+
+@families_app.command("run")
+def families_run(
+    built: Annotated[Path, typer.Argument(help="A folder made by `families build`.")],
+    view: Annotated[str, typer.Option("--view", help="Views, comma-separated.")] = "holistic,obligation",
+    threshold: Annotated[float, typer.Option("--threshold", help="Accept when log-odds > 0 (argmax, default) or "
+                                             ">= this threshold.")] = 0.0,
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
+    model_role: ModelRoleOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """Score every built version and report acceptance per cell, the valid-invalid gap and controls."""
+    from .families import FamilyError, run
+    from .report.table import print_families
+    from .views import VIEWS
+
+    views = [v.strip() for v in view.split(",") if v.strip()]
+    unknown = [v for v in views if v not in VIEWS]
+    if unknown or not views:
+        _bad(f"unknown view(s) {', '.join(unknown) or '(none)'} (known: {', '.join(VIEWS)})")
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
+    try:
+        with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
+            report = run(built, pool.get(roles.spec("verifier")), views, threshold=threshold,
+                         progress=_stage_progress(bar))
+    except FamilyError as e:
+        _family_errors(e)
+    if format is Fmt.json:
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_families(out, report)
+
+
 class ReportFmt(StrEnum):
     table = "table"
     json = "json"

@@ -97,6 +97,25 @@ def print_drift(out: Console, d: dict[str, Any]) -> None:
         out.print(f"{len(d['unplaced'])} write(s) not in a lineage, e.g. {escape(d['unplaced'][0])}")
 
 
+def print_families(out: Console, rep: dict[str, Any]) -> None:
+    """Acceptance per cell, the valid-invalid gap and the controls, per view."""
+    for view, m in rep["summary"].items():
+        t = Table(title=f"Matched families, view {escape(view)} ({rep['families']} families; acceptance, argmax "
+                        "unless a threshold was given)", title_justify="left")
+        for col in ("evidence", "valid accepted", "invalid accepted", "gap", "no relation: valid flipped to reject",
+                    "swapped premises: valid / invalid accepted"):
+            t.add_column(col, justify="left" if col == "evidence" else "right")
+        for ev in ("local", "distributed"):
+            c, k = m["cells"], m["controls"]
+            gap = m["gap"][ev]
+            t.add_row(ev, _pct(c[f"{ev}/valid"]["accepted"]), _pct(c[f"{ev}/invalid"]["accepted"]),
+                      "–" if gap is None else f"{gap:+.1%}",
+                      f"{_pct(k[f'{ev}/no_relation']['flipped_to_reject'])} (n={k[f'{ev}/no_relation']['n']})",
+                      f"{_pct(k[f'{ev}/swapped_premises/valid']['accepted'])} / "
+                      f"{_pct(k[f'{ev}/swapped_premises/invalid']['accepted'])}")
+        out.print(t)
+
+
 def print_gold(out: Console, g: dict[str, Any] | None) -> None:
     """Label accuracy against `meta.gold`: nothing when the log carries no gold."""
     if not g:
