@@ -128,7 +128,8 @@ def build(families_path: str | Path, log: MemoryLog, out: str | Path, *, size: i
     items: list[dict[str, Any]] = []
     for fam in fams:
         fid = fam["family_id"]
-        conv = fam["conversation"] or random.Random(f"{seed}|{fid}|conv").choice(convs)
+        long_enough = [c for c in convs if len(log.conversations[c].turns) >= size - 2] or convs
+        conv = fam["conversation"] or random.Random(f"{seed}|{fid}|conv").choice(long_enough)
         if conv not in log.conversations:
             problems.append(Problem(str(families_path), None, f"{fid}.conversation", "unknown_conversation",
                                     f"{conv!r} is not in the --log"))
