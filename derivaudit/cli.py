@@ -746,6 +746,44 @@ def families_run(
         print_families(out, report)
 
 
+@app.command()
+def probe(
+    probes: Annotated[Path, typer.Argument(help="Probe items (JSONL, see the README).")],
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Repetitions of every option order.")] = 3,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
+                                                "answer as JSON (atomic).")] = None,
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
+    model_role: ModelRoleOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """The downstream cost of admission errors: a reader answers with a memory slot correct, distorted or empty."""
+    from .io import atomic_writer
+    from .probe import ProbeError, run
+    from .report.table import print_probe
+
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
+    try:
+        with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
+            report = run(probes, pool.get(roles.spec("verifier")), runs=runs, progress=_stage_progress(bar))
+    except ProbeError as e:
+        _print_problems(e.problems)
+        err.print(f"[red]{len(e.problems)} problem(s); nothing was probed.[/red]")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    doc = orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
+    if output:
+        with atomic_writer(output) as fh:
+            fh.write(doc)
+    if format is Fmt.json:
+        sys.stdout.buffer.write(doc)
+    else:
+        print_probe(out, report)
+
+
 class ReportFmt(StrEnum):
     table = "table"
     json = "json"

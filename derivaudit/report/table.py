@@ -116,6 +116,27 @@ def print_families(out: Console, rep: dict[str, Any]) -> None:
         out.print(t)
 
 
+def print_probe(out: Console, rep: dict[str, Any]) -> None:
+    """Controls first (nothing is read unless all pass), then failure rates and the two costs."""
+    for name, v in rep["controls"].items():
+        out.print(f"control: {name}: {v:.0%} ({'ok' if v >= rep['control_min'] else 'FAILED'}, needs "
+                  f"{rep['control_min']:.0%})")
+    if not rep["read"]:
+        out.print(f"[bold red]not read[/bold red]: the reader failed {len(rep['failed_controls'])} control(s); the "
+                  "failure rates below say nothing about admission errors")
+    t = Table(title=f"Downstream probe ({rep['items']} items, all option orders x {rep['runs']} runs): failure rate "
+                    "per query and slot, 95% bootstrap CI over items", title_justify="left")
+    for col in ("query", "correct slot", "distorted slot", "empty slot"):
+        t.add_column(col, justify="left" if col == "query" else "right")
+    for kind in ("changed", "only"):
+        t.add_row(kind, *(_pct(rep["failure_rates"][f"{kind}/{c}"]["failure"]) + _ci(rep["failure_rates"][
+            f"{kind}/{c}"]["ci"]) for c in ("correct", "distorted", "empty")))
+    out.print(t)
+    for name, c in rep["costs"].items():
+        d = "–" if c["difference"] is None else f"{c['difference'] * 100:+.1f} pp"
+        out.print(f"cost of {name} ({c['query']} query): {d}{_ci(c['ci'])} (n={c['n']})")
+
+
 def print_gold(out: Console, g: dict[str, Any] | None) -> None:
     """Label accuracy against `meta.gold`: nothing when the log carries no gold."""
     if not g:
