@@ -640,6 +640,8 @@ def drift(
                                              "or >= this threshold.")] = 0.0,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
                                                 "judged pair as JSON (atomic).")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
+                                              "examples; no scripts, no network).")] = None,
     backend: BackendOpt = DEFAULT_BACKEND,
     model: ModelOpt = DEFAULT_MODEL,
     base_url: BaseUrlOpt = None,
@@ -670,10 +672,23 @@ def drift(
     if output:
         with atomic_writer(output) as fh:
             fh.write(doc)
+    _write_html(html, "drift_html", report)
     if format is Fmt.json:
         sys.stdout.buffer.write(doc)
     else:
         print_drift(out, report)
+
+
+def _write_html(path: Path | None, page: str, report: dict[str, Any]) -> None:
+    """The built tests' HTML page (derivaudit/report/built.py), written atomically."""
+    if path is None:
+        return
+    from .io import atomic_writer
+    from .report import built
+
+    with atomic_writer(path) as fh:
+        fh.write(getattr(built, page)(report))
+    err.print(f"wrote {escape(str(path))}")
 
 
 families_app = typer.Typer(help="Matched families with controls (seed 004 §3.2, App. E): does a verifier accept "
@@ -713,6 +728,8 @@ def families_build(
 def families_run(
     built: Annotated[Path, typer.Argument(help="A folder made by `families build`.")],
     view: Annotated[str, typer.Option("--view", help="Views, comma-separated.")] = "holistic,obligation",
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
+                                              "examples; no scripts, no network).")] = None,
     threshold: Annotated[float, typer.Option("--threshold", help="Accept when log-odds > 0 (argmax, default) or "
                                              ">= this threshold.")] = 0.0,
     backend: BackendOpt = DEFAULT_BACKEND,
@@ -740,6 +757,7 @@ def families_run(
                          progress=_stage_progress(bar))
     except FamilyError as e:
         _family_errors(e)
+    _write_html(html, "families_html", report)
     if format is Fmt.json:
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
@@ -750,6 +768,8 @@ def families_run(
 def probe(
     probes: Annotated[Path, typer.Argument(help="Probe items (JSONL, see the README).")],
     runs: Annotated[int, typer.Option("--runs", min=1, help="Repetitions of every option order.")] = 3,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
+                                              "examples; no scripts, no network).")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
                                                 "answer as JSON (atomic).")] = None,
     backend: BackendOpt = DEFAULT_BACKEND,
@@ -778,6 +798,7 @@ def probe(
     if output:
         with atomic_writer(output) as fh:
             fh.write(doc)
+    _write_html(html, "probe_html", report)
     if format is Fmt.json:
         sys.stdout.buffer.write(doc)
     else:

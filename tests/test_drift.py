@@ -105,3 +105,15 @@ def test_mem0_update_chains_are_lineages(fixtures, tmp_path):
     pairs, notes = lineage(load_log(tmp_path / "m.jsonl"))
     rewrites = [(p.write.write_id, p.round, p.earlier_id) for p in pairs if p.round]
     assert rewrites == [("h3", 1, "h1")] and not notes  # the UPDATE of h1's memory, against the ADD
+
+
+def test_drift_html_page_is_inert_and_complete(fixtures):
+    from derivaudit.report.built import drift_html
+
+    log = load_log(fixtures / "drift.jsonl")
+    rep = drift(log, KnownDrift(log), reps=50)
+    rep["examples"]["temporal"][0]["later"] = "<script>alert(1)</script>"
+    page = drift_html(rep).decode()
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<svg" in page and "Content-Security-Policy" in page and "script-src" not in page
+    assert page.count("<tr>") >= 1 + len(rep["rounds"])

@@ -124,3 +124,13 @@ def test_families_run_end_to_end_on_the_embedded_model(built):
     assert all(isinstance(x["score"], float) for x in rep["rows"])
     cells = rep["summary"]["holistic"]["cells"]
     assert all(c["n"] >= 12 for c in cells.values())
+
+
+def test_families_html_page(built):
+    from derivaudit.report.built import families_html
+
+    rows = [{**{k: it[k] for k in ("family_id", "evidence", "version", "control", "expected")}, "view": "holistic",
+             "score": 1.0, "accepted": it["version"] == "valid"} for it in read_jsonl(built / "items.jsonl")]
+    rep = {"families": 12, "threshold": 0.0, "model": {"model": "<b>m</b>"}, "summary": summarise(rows)}
+    page = families_html(rep).decode()
+    assert "<svg" in page and "&lt;b&gt;m&lt;/b&gt;" in page and "View holistic" in page

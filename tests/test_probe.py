@@ -98,3 +98,11 @@ def test_probe_command_end_to_end_on_the_embedded_model(fixtures, tmp_path):
     assert rep["items"] == 12 and len(rep["rows"]) == 12 * 2 * 3
     assert set(rep["controls"]) and isinstance(rep["read"], bool)
     assert json.loads((tmp_path / "p.json").read_text())["items"] == 12
+
+
+def test_probe_html_page(fixtures):
+    from derivaudit.report.built import probe_html
+
+    rep = run(fixtures / "probe.jsonl", KnowingReader(load_probes(fixtures / "probe.jsonl")), runs=1, reps=50)
+    page = probe_html(rep).decode()
+    assert "<svg" in page and "admitting a distorted memory" in page and "Not read" not in page

@@ -164,3 +164,35 @@ def noise_curve(noise: dict[str, Any]) -> str:
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, fontsize=7, frameon=False, loc="lower left")
     return _svg(fig)
+
+
+def bars(values: dict[str, float | None], ylabel: str) -> str:
+    """One bar per named rate (0–1); a missing rate is drawn as an empty slot marked n/a."""
+    fig = _fig(max(3.2, 0.75 * len(values)), 2.8)
+    ax = fig.add_subplot(1, 1, 1)
+    names = list(values)
+    ax.bar(range(len(names)), [v if v is not None else 0 for v in values.values()], color="#2a9d8f")
+    for i, v in enumerate(values.values()):
+        ax.text(i, (v or 0) + 0.02, "n/a" if v is None else f"{v:.0%}", ha="center", fontsize=7)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=7)
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel(ylabel)
+    return _svg(fig)
+
+
+def rate_lines(series: dict[str, list[tuple[int, float | None, Sequence[Any]]]], xlabel: str, ylabel: str) -> str:
+    """A rate per x for each series, with its interval as error bars."""
+    fig = _fig(4.6, 3.0)
+    ax = fig.add_subplot(1, 1, 1)
+    for (name, pts), color in zip(series.items(), ("#264653", "#e76f51", "#2a9d8f"), strict=False):
+        pts = [p for p in pts if p[1] is not None]
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        lo = [y - (p[2][0] if p[2] and p[2][0] is not None else y) for y, p in zip(ys, pts, strict=True)]
+        hi = [(p[2][1] if p[2] and p[2][1] is not None else y) - y for y, p in zip(ys, pts, strict=True)]
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", color=color, label=name, capsize=3)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7, frameon=False)
+    return _svg(fig)

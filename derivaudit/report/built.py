@@ -1,0 +1,102 @@
+"""One-file HTML pages for the built tests (`families run`, `drift`, `probe` with `--html FILE`):
+tables and inline SVG plots, no scripts, no network (the same Content-Security-Policy as the run
+report). Every string from a family, log or probe file is escaped."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from . import plots
+from .html import _table
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<link rel="icon" href="data:,">
+<title>%TITLE%</title>
+<style>
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td,th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;
+vertical-align:top}th{background:#f4f4f4}.note{color:#666}figure.plot svg{max-width:100%;height:auto}
+.bad{color:#b00020;font-weight:600}
+</style></head><body>
+%BODY%
+</body></html>
+"""
+
+
+def _pct(x: Any) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _ci(ci: Any) -> str:
+    return "" if not ci or ci[0] is None else f"{100 * ci[0]:.0f}–{100 * ci[1]:.0f}%"
+
+
+def _page(title: str, body: str) -> bytes:
+    return _PAGE.replace("%TITLE%", escape(title)).replace("%BODY%", body).encode()
+
+
+def _figure(caption: str, svg: str) -> str:
+    return f"<figure class=plot><figcaption>{escape(caption)}</figcaption>{svg}</figure>"
+
+
+def families_html(rep: dict[str, Any]) -> bytes:
+    parts = [f"<h1>Matched families</h1><p class=note>{rep['families']} families; model "
+             f"{escape(str(rep['model'].get('model')))}; accept when log-odds &gt; {rep['threshold']}.</p>"]
+    for view, m in rep["summary"].items():
+        rows = []
+        for ev in ("local", "distributed"):
+            k = m["controls"]
+            rows.append([ev, _pct(m["cells"][f"{ev}/valid"]["accepted"]), _pct(m["cells"][f"{ev}/invalid"]["accepted"]),
+                         "—" if m["gap"][ev] is None else f"{100 * m['gap'][ev]:+.1f} pp",
+                         _pct(k[f"{ev}/no_relation"]["flipped_to_reject"]),
+                         _pct(k[f"{ev}/swapped_premises/invalid"]["accepted"])])
+        parts.append(f"<h2>View {escape(view)}</h2>" + _table(
+            ["evidence", "valid accepted", "invalid accepted", "gap", "relation removed: valid flipped to reject",
+             "premises swapped: invalid accepted"], rows, "families"))
+        parts.append(_figure(f"Acceptance per cell, view {view}", plots.bars(
+            {f"{ev}/{v}": m["cells"][f"{ev}/{v}"]["accepted"] for ev in ("local", "distributed")
+             for v in ("valid", "invalid")}, "accepted")))
+    return _page("derivaudit families", "".join(parts))
+
+
+def drift_html(rep: dict[str, Any]) -> bytes:
+    rows = [[r, str(c["pairs"]), _pct(c["temporal"]["balanced"]), _ci(c["temporal"]["ci"]),
+             _pct(c["modality"]["balanced"]), _ci(c["modality"]["ci"])] for r, c in rep["rounds"].items()]
+    parts = [f"<h1>Drift over rewriting rounds</h1><p class=note>{rep['pairs']} pairs, against the "
+             f"{escape(rep['against'])}; round 0 = extraction (against the cited turns); conversation-balanced "
+             "rates, 95% bootstrap CI over conversations.</p>",
+             _table(["round", "pairs", "temporal", "95% CI", "modality", "95% CI"], rows, "drift"),
+             _figure("Drift rate per round", plots.rate_lines(
+                 {kind: [(int(r), c[kind]["balanced"], c[kind]["ci"]) for r, c in rep["rounds"].items()]
+                  for kind in ("temporal", "modality")}, "rewriting round", "drift rate"))]
+    for kind, ex in rep["examples"].items():
+        if ex:
+            parts.append(f"<h2>Examples: {escape(kind)} drift</h2>" + _table(
+                ["write", "round", "earlier", "later", "log-odds"],
+                [[e["write_id"], str(e["round"]), e["earlier"], e["later"], f"{e[kind + '_logodds']:+.2f}"]
+                 for e in ex], "examples"))
+    if rep["unplaced"]:
+        parts.append("<h2>Not in a lineage</h2>" + _table(["write"], [[n] for n in rep["unplaced"]], "unplaced"))
+    return _page("derivaudit drift", "".join(parts))
+
+
+def probe_html(rep: dict[str, Any]) -> bytes:
+    ctl = [[k, _pct(v), "ok" if v >= rep["control_min"] else "FAILED"] for k, v in rep["controls"].items()]
+    head = ("<h1>Downstream probe</h1>" + ("" if rep["read"] else
+            "<p class=bad>Not read: the reader failed a control check; the rates below say nothing about "
+            "admission errors.</p>"))
+    rates = [[kind, *(f"{_pct(rep['failure_rates'][f'{kind}/{c}']['failure'])} "
+                      f"({_ci(rep['failure_rates'][f'{kind}/{c}']['ci'])})" for c in ("correct", "distorted", "empty"))]
+             for kind in ("changed", "only")]
+    costs = [[name, c["query"], "—" if c["difference"] is None else f"{100 * c['difference']:+.1f} pp",
+              _ci(c["ci"]), str(c["n"])] for name, c in rep["costs"].items()]
+    body = (head + _table(["control", "value", "at 0.80"], ctl, "controls")
+            + _table(["query", "correct slot", "distorted slot", "empty slot"], rates, "rates")
+            + _table(["cost of", "query", "difference", "95% CI", "items"], costs, "costs")
+            + _figure("Failure rate per query and slot", plots.bars(
+                {f"{k}/{c}": rep["failure_rates"][f"{k}/{c}"]["failure"] for k in ("changed", "only")
+                 for c in ("correct", "distorted", "empty")}, "failure rate")))
+    return _page("derivaudit probe", body)
