@@ -127,7 +127,7 @@ def rates(rows: Sequence[dict[str, Any]], reps: int = 1000, seed: int = 0) -> di
                 if r[kind] is not None:
                     hits[ix[r["conversation_id"]]] += bool(r[kind])
                     n[ix[r["conversation_id"]]] += 1
-            per = [h / k for h, k in zip(hits, n, strict=True) if k]
+            per = [float(h / k) for h, k in zip(hits, n, strict=True) if k]
             ci = percentile_interval(balanced_resamples(hits, n, conversation_draws(len(convs), reps, seed))) \
                 if len(convs) >= 2 else (None, None)
             cell[kind] = {"balanced": sum(per) / len(per) if per else None, "ci": list(ci),

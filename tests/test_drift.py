@@ -94,7 +94,7 @@ def test_drift_command_end_to_end_on_the_embedded_model(fixtures, tmp_path):
     assert rep["pairs"] == 24 and set(rep["rounds"]) == {"0", "1", "2", "3"}
     assert all(isinstance(x["temporal_logodds"], float) for x in rep["rows"])
     assert json.loads((tmp_path / "d.json").read_text())["pairs"] == 24
-    bad = runner.invoke(app, ["drift", str(fixtures / "demo.jsonl")])  # writes without rounds
+    bad = runner.invoke(app, ["drift", str(fixtures / "padding.jsonl")])  # turns only: no write to compare
     assert bad.exit_code == 2 and "nothing to compare" in bad.output
 
 
