@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from . import runs
-from .annotate import obligation_label
 from .io import atomic_writer
 from .safe import neutralise
 from .stats import cohen_kappa
@@ -113,6 +112,8 @@ def read_review(run: str | Path, path: str | Path) -> list[dict[str, Any]]:
     """Validate a filled review sheet against the run's sample; every problem is collected and
     raised together as one ReviewError (file, line, column). Rows left entirely blank are not
     reviewed and are skipped."""
+    from .annotate import obligation_label as label_of  # the model's own label rule (not at import: report stays light)
+
     run, path = Path(run), Path(path)
     if not runs.exists(run, runs.REVIEW_SAMPLE):
         raise ReviewError(f"{runs.path(run, runs.REVIEW_SAMPLE)} is missing: run `derivaudit review sample "
@@ -168,7 +169,7 @@ def read_review(run: str | Path, path: str | Path) -> list[dict[str, Any]]:
         except ValueError as err:
             problems.append(f"{where}: {err}")
             continue
-        derived = obligation_label(d, e, r)
+        derived = label_of(d, e, r)
         label = values["human_label"].lower()
         if label and label not in LABELS:
             problems.append(f"{where}: column human_label: {values['human_label']!r} is not one of "

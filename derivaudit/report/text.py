@@ -94,6 +94,9 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
     if g:
         lines += ["", "### Labels against gold (`meta.gold`)", "", "| metric | value |", "|---|---:|"]
         lines += [f"| {md_escape(a)} | {md_escape(b)} |" for a, b in gold_rows(g)]
+        head, rows = confusion_rows(g)
+        lines += ["", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
     rv = report.get("review")
     if rv:
         prim, head, conf = review_rows(rv)
@@ -102,9 +105,6 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
         lines += ["| " + " | ".join(r) + " |" for r in prim]
         lines += ["", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in conf]
-        head, rows = confusion_rows(g)
-        lines += ["", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
     rp = report.get("replay")
     if rp:
         lines += ["", f"### Admission replay (operating point {md_escape(rp.get('operating_point'))}, "
