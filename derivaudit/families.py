@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from .io import atomic_writer, write_jsonl
+from .io import LogError, atomic_writer, read_objects, write_jsonl
 from .models.base import Backend
 from .records import MemoryLog, Problem
 
@@ -35,12 +35,8 @@ ITEMS = "items.jsonl"
 BUILD = "build.json"
 
 
-class FamilyError(ValueError):
+class FamilyError(LogError):
     """A family file that cannot be built (exit code 2), with every problem found."""
-
-    def __init__(self, problems: Sequence[Problem]):
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems[:20]))
 
 
 def _passages(x: Any, where: str, f: str, line: int, problems: list[Problem], n_min: int = 1,
@@ -65,19 +61,12 @@ def load_families(path: str | Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     try:
-        lines = Path(path).read_bytes().decode("utf-8-sig").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise FamilyError([Problem(f, None, None, "unreadable", str(e))]) from None
-    for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            d = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            problems.append(Problem(f, n, None, "bad_json", str(e)))
-            continue
-        if not isinstance(d, dict):
-            problems.append(Problem(f, n, None, "bad_format", "a family is a JSON object"))
+        parsed = read_objects(path)
+    except LogError as e:
+        raise FamilyError(e.problems) from None
+    for n, d, problem in parsed:
+        if d is None:
+            problems.append(problem)
             continue
         unknown = sorted(set(d) - {"family_id", "valid", "invalid", "premises", "relation", "distractors",
                                    "conversation", "meta"})

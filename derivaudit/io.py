@@ -165,6 +165,12 @@ def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, Proble
         yield n, obj, None
 
 
+def read_objects(path: str | Path) -> list[tuple[int, dict[str, Any] | None, Problem | None]]:
+    """(line, object, problem) for every non-blank line of a JSONL input file (BOM, CRLF, UTF-8,
+    cut-off last line and non-objects reported as for memory logs); raises LogError if unreadable."""
+    return list(_read_lines(Path(path)))
+
+
 def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem | None]],
                    turns: list[Turn], writes: list[Write], problems: list[Problem]) -> None:
     """Schema-check parsed lines and build records; problems go to `problems`."""

@@ -24,9 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from . import templates
+from .io import LogError, read_objects
 from .models.base import Backend, Prompt
 from .records import Problem
 
@@ -36,29 +35,23 @@ CONTROL_MIN = 0.80
 LETTERS = "ABCD"
 
 
-class ProbeError(ValueError):
-    def __init__(self, problems: Sequence[Problem]):
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems[:20]))
+class ProbeError(LogError):
+    """A probe file that cannot be used (exit code 2), with every problem found."""
 
 
 def load_probes(path: str | Path) -> list[dict[str, Any]]:
     """Parse and validate a probe file; raises ProbeError naming file, line and field."""
     f, problems, out, seen = str(path), [], [], {}
     try:
-        lines = Path(path).read_bytes().decode("utf-8-sig").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ProbeError([Problem(f, None, None, "unreadable", str(e))]) from None
-    for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            d = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            problems.append(Problem(f, n, None, "bad_json", str(e)))
+        parsed = read_objects(path)
+    except LogError as e:
+        raise ProbeError(e.problems) from None
+    for n, d, problem in parsed:
+        if d is None:
+            problems.append(problem)
             continue
         before = len(problems)
-        pid = d.get("probe_id") if isinstance(d, dict) else None
+        pid = d.get("probe_id")
         if not isinstance(pid, str) or not pid.strip():
             problems.append(Problem(f, n, "probe_id", "missing_field", "needs a non-empty probe_id"))
             continue
