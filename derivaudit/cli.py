@@ -17,7 +17,6 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import orjson
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -26,6 +25,8 @@ from .evidence import EvidenceSettings, Views, build_views
 from .io import LogError, atomic_writer, check_log, load_log
 from .models import DEFAULT_BACKEND, DEFAULT_MODEL
 from .records import MemoryLog, Problem
+from .runs import RunError
+from .safe import escape
 
 app = typer.Typer(
     name="derivaudit",
@@ -60,7 +61,8 @@ def _print_problems(problems: list[Problem], *, limit: int = 50) -> None:
 
 
 def handles_bad_input(fn: F) -> F:
-    """Bad input ends with a clear message and exit code 2, never a traceback."""
+    """Bad input (a log, or a run folder that is missing, damaged or in use) ends with a clear message
+    and exit code 2, never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -71,8 +73,15 @@ def handles_bad_input(fn: F) -> F:
             err.print(f"[red]{len(e.problems)} problem(s); nothing was processed.[/red] "
                       "Fix them, or pass --skip-invalid to go on without the bad records.")
             raise typer.Exit(EXIT_BAD_INPUT) from None
+        except RunError as e:
+            _bad(str(e))
 
     return wrapper  # type: ignore[return-value]
+
+
+def _records(problems: list[Problem]) -> int:
+    """How many records (file lines) the problems are about: one record may have several."""
+    return len({(p.file, p.line) for p in problems if p.line is not None})
 
 
 def _report_skipped(log: MemoryLog) -> None:
@@ -83,12 +92,22 @@ def _report_skipped(log: MemoryLog) -> None:
     for p in log.skipped:
         by_code[p.code] = by_code.get(p.code, 0) + 1
     summary = ", ".join(f"{k}: {v}" for k, v in sorted(by_code.items()))
-    err.print(f"[yellow]--skip-invalid: skipped {len(log.skipped)} bad record(s) ({escape(summary)})[/yellow]")
+    err.print(f"[yellow]--skip-invalid: skipped {_records(log.skipped)} bad record(s) with {len(log.skipped)} "
+              f"problem(s) ({escape(summary)})[/yellow]")
+
+
+def _report_warnings(warnings: list[Problem], limit: int = 5) -> None:
+    for p in warnings[:limit]:
+        err.print(f"[yellow]warning[/yellow] {escape(str(p))}")
+    if len(warnings) > limit:
+        err.print(f"[yellow]... and {len(warnings) - limit} more warnings[/yellow] (derivaudit validate shows all; "
+                  "--strict makes them errors)")
 
 
 def _load(files: list[Path], history: list[Path] | None, skip_invalid: bool) -> MemoryLog:
     log = load_log([*(history or []), *files], skip_invalid=skip_invalid)
     _report_skipped(log)
+    _report_warnings(log.warnings)
     return log
 
 
@@ -134,31 +153,46 @@ def validate(
     files: Files,
     history: History = None,
     format: Annotated[Fmt, typer.Option("--format", help="table (one line per problem) or json.")] = Fmt.table,
+    skip_invalid: SkipInvalid = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings (ids with invisible characters, mixed "
+                                         "scripts or that read like another id) are errors.")] = False,
 ) -> None:
-    """Check memory logs against schema v1 and the history rules. Exit 0 when clean, 2 when not."""
+    """Check memory logs against schema v1 and the history rules. Exit 0 when clean (or, with
+    --skip-invalid, when what is left is usable), 2 when not."""
     paths = [*(history or []), *files]
     try:
         log, problems = check_log(paths)
+        warnings = log.warnings
     except LogError as e:
-        log, problems = None, e.problems
+        log, problems, warnings = None, e.problems, []
+    if strict:
+        problems, warnings = sorted([*problems, *warnings], key=lambda p: (p.file, p.line or 0)), []
+    fatal = bool(problems) and (not skip_invalid or log is None or not (log.writes or log.conversations))
     if format is Fmt.json:
         doc = {
-            "ok": not problems,
+            "ok": not fatal,
             "files": [str(p) for p in paths],
             "conversations": len(log.conversations) if log else 0,
             "turns": log.n_turns if log else 0,
             "writes": len(log.writes) if log else 0,
+            "skipped_records": _records(problems) if skip_invalid else 0,
             "problems": [p.to_dict() for p in problems],
+            "warnings": [p.to_dict() for p in warnings],
         }
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         _print_problems(problems, limit=len(problems))
-        if log is not None and not problems:
-            err.print(f"[green]ok[/green]: {len(log.conversations)} conversations, {log.n_turns} turns, "
-                      f"{len(log.writes)} writes")
-        elif problems:
-            err.print(f"[red]{len(problems)} problem(s)[/red]")
-    raise typer.Exit(EXIT_BAD_INPUT if problems else EXIT_OK)
+        _report_warnings(warnings, limit=len(warnings))
+        counts = (f"{len(log.conversations)} conversations, {log.n_turns} turns, {len(log.writes)} writes"
+                  if log is not None else "")
+        if not problems:
+            err.print(f"[green]ok[/green]: {counts}" + (f"; {len(warnings)} warning(s)" if warnings else ""))
+        elif not fatal:
+            err.print(f"[yellow]--skip-invalid: {_records(problems)} bad record(s) would be skipped "
+                      f"({len(problems)} problem(s)); usable: {counts}[/yellow]")
+        else:
+            err.print(f"[red]{len(problems)} problem(s) in {_records(problems)} record(s)[/red]")
+    raise typer.Exit(EXIT_BAD_INPUT if fatal else EXIT_OK)
 
 
 def _passages_table(title: str, passages: tuple[Any, ...]) -> Table:
@@ -395,6 +429,7 @@ app.add_typer(review_app, name="review")
 
 
 @review_app.command("sample")
+@handles_bad_input
 def review_sample(
     run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The review sheet to write (CSV, atomic).")],
@@ -406,11 +441,12 @@ def review_sample(
 ) -> None:
     """A blinded review sheet: memory, obligation and numbered passages, empty columns for D/E/R/label."""
     from .review import ReviewError, sample
-    from .runs import RunError
+    from .runs import lock
 
     try:
-        doc = sample(run, output, per_stratum=per_stratum, seed=seed, bom=bom)
-    except (RunError, ReviewError) as e:
+        with lock(run):
+            doc = sample(run, output, per_stratum=per_stratum, seed=seed, bom=bom)
+    except ReviewError as e:
         _bad(str(e))
     counts = ", ".join(f"{escape(k)} {v} of {doc['available'][k]}" for k, v in doc["strata"].items())
     err.print(f"wrote {len(doc['rows'])} rows to {escape(str(output))} ({counts}); fill human_D, human_E and "
@@ -418,6 +454,7 @@ def review_sample(
 
 
 @review_app.command("import")
+@handles_bad_input
 def review_import(
     run: Annotated[Path, typer.Argument(help="The run folder the sheet was sampled from.")],
     sheet: Annotated[Path, typer.Argument(help="The filled review sheet (CSV).")],
@@ -426,11 +463,12 @@ def review_import(
     """Validate the reviewers' answers, store them in RUN/review.jsonl and show model-human agreement."""
     from .report.table import print_review
     from .review import ReviewError, import_review
-    from .runs import RunError
+    from .runs import lock
 
     try:
-        metrics = import_review(run, sheet)
-    except (RunError, ReviewError) as e:
+        with lock(run):
+            metrics = import_review(run, sheet)
+    except ReviewError as e:
         _bad(str(e))
     if format is Fmt.json:
         sys.stdout.buffer.write(orjson.dumps(metrics, option=orjson.OPT_INDENT_2) + b"\n")
@@ -462,6 +500,8 @@ def scan(
                                                min=0.0, max=1.0)] = 0.5,
     no_cache: NoCacheOpt = False,
     skip_invalid: SkipInvalid = False,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Go on when the log (or the selection) has "
+                                              "no write; without it that is exit code 2.")] = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
 ) -> None:
     """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
@@ -474,7 +514,7 @@ def scan(
     cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit, conversations=conversation,
                      until=until, models=_roles(backend, model, base_url, top_logprobs, model_role, SCAN_ROLES, dtype),
                      files=[str(f.resolve()) for f in files], history=[str(h.resolve()) for h in history or []],
-                     use_cache=not no_cache, skip_invalid=skip_invalid)
+                     use_cache=not no_cache, skip_invalid=skip_invalid, allow_empty=allow_empty)
     _run_scan(cfg, run, format)
 
 
@@ -482,15 +522,20 @@ def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
     """The body of scan, decompose and annotate: one pipeline, stopped after `cfg.until`."""
     from .report.table import print_rubric, print_scope
     from .scan import scan as run_scan
+    from .scan import select_writes
 
     files, history = [Path(f) for f in cfg.files], [Path(h) for h in cfg.history]
     log = _load(files, history, cfg.skip_invalid)
     unknown = sorted(set(cfg.conversations or []) - set(log.conversations))
     if unknown:
         _bad(f"unknown conversation(s): {', '.join(unknown)}")
+    if not select_writes(log, cfg) and not cfg.allow_empty:
+        what = "the selected conversations have" if cfg.conversations else "the log has"
+        _bad(f"{what} no write ({len(log.conversations)} conversations, {log.n_turns} turns): nothing to audit, "
+             "and a run of zero writes would pass every gate. Pass --allow-empty to go on anyway.")
     with _pool(cfg.use_cache) as pool, _backend_errors(), _progress() as bar:
         report = run_scan(log, run, cfg=cfg, input_files=[*history, *files], progress=_stage_progress(bar),
-                          pool=pool)
+                          pool=pool, notify=lambda m: err.print(f"[yellow]note[/yellow]: {escape(m)}"))
     if not report:
         err.print(f"stopped after {cfg.until}; files in {escape(str(run))}")
         return
@@ -551,6 +596,7 @@ class Level(StrEnum):
 
 
 @app.command()
+@handles_bad_input
 def export(
     run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
     output: Annotated[Path, typer.Argument(help="CSV file to write (atomic).")],
@@ -559,12 +605,8 @@ def export(
 ) -> None:
     """Reference labels as CSV: ids, text, view, label, primitives of A, B and adjudicator, cited passages."""
     from .export import export_csv
-    from .runs import RunError
 
-    try:
-        n = export_csv(run, output, level.value)
-    except RunError as e:
-        _bad(str(e))
+    n = export_csv(run, output, level.value)
     err.print(f"wrote {n} rows to {escape(str(output))}")
 
 
@@ -610,7 +652,7 @@ def replay(
         check_options(combine_rule, point, reference, run)
     except ValueError as e:
         _bad(str(e))
-    with _pool(not no_cache) as pool, _backend_errors():
+    with runs.lock(run), _pool(not no_cache) as pool, _backend_errors():
         be = pool.get(roles.spec("verifier"))
         with _progress() as bar:
             report = run_replay(run, be, settings, rule=combine_rule, point=point, noise=levels,
@@ -655,7 +697,6 @@ def drift(
     """Temporal and modality drift of rewritten memories, per rewriting round (seed 004 §4.3)."""
     from .drift import AGAINST
     from .drift import drift as run_drift
-    from .io import atomic_writer
     from .report.table import print_drift
 
     if against not in AGAINST:
@@ -669,9 +710,7 @@ def drift(
         _bad("no write of the log has a round (0 = extraction, 1+ = rewrites): nothing to compare; "
              + "; ".join(report["unplaced"][:3]))
     doc = orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
-    if output:
-        with atomic_writer(output) as fh:
-            fh.write(doc)
+    _write_json(output, report)
     _write_html(html, "drift_html", report)
     if format is Fmt.json:
         sys.stdout.buffer.write(doc)
@@ -679,11 +718,19 @@ def drift(
         print_drift(out, report)
 
 
+def _write_json(path: Path | None, report: dict[str, Any]) -> None:
+    """The built tests' full JSON report, written atomically."""
+    if path is None:
+        return
+    with atomic_writer(path) as fh:
+        fh.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    err.print(f"wrote {escape(str(path))}")
+
+
 def _write_html(path: Path | None, page: str, report: dict[str, Any]) -> None:
     """The built tests' HTML page (derivaudit/report/built.py), written atomically."""
     if path is None:
         return
-    from .io import atomic_writer
     from .report import built
 
     with atomic_writer(path) as fh:
@@ -725,11 +772,14 @@ def families_build(
 
 
 @families_app.command("run")
+@handles_bad_input
 def families_run(
     built: Annotated[Path, typer.Argument(help="A folder made by `families build`.")],
     view: Annotated[str, typer.Option("--view", help="Views, comma-separated.")] = "holistic,obligation",
     html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
                                               "examples; no scripts, no network).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
+                                                "scored version as JSON (atomic).")] = None,
     threshold: Annotated[float, typer.Option("--threshold", help="Accept when log-odds > 0 (argmax, default) or "
                                              ">= this threshold.")] = 0.0,
     backend: BackendOpt = DEFAULT_BACKEND,
@@ -757,6 +807,7 @@ def families_run(
                          progress=_stage_progress(bar))
     except FamilyError as e:
         _family_errors(e)
+    _write_json(output, report)
     _write_html(html, "families_html", report)
     if format is Fmt.json:
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
@@ -765,6 +816,7 @@ def families_run(
 
 
 @app.command()
+@handles_bad_input
 def probe(
     probes: Annotated[Path, typer.Argument(help="Probe items (JSONL, see the README).")],
     runs: Annotated[int, typer.Option("--runs", min=1, help="Repetitions of every option order.")] = 3,
@@ -782,7 +834,6 @@ def probe(
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
     """The downstream cost of admission errors: a reader answers with a memory slot correct, distorted or empty."""
-    from .io import atomic_writer
     from .probe import ProbeError, run
     from .report.table import print_probe
 
@@ -795,9 +846,7 @@ def probe(
         err.print(f"[red]{len(e.problems)} problem(s); nothing was probed.[/red]")
         raise typer.Exit(EXIT_BAD_INPUT) from None
     doc = orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
-    if output:
-        with atomic_writer(output) as fh:
-            fh.write(doc)
+    _write_json(output, report)
     _write_html(html, "probe_html", report)
     if format is Fmt.json:
         sys.stdout.buffer.write(doc)
@@ -815,6 +864,7 @@ class ReportFmt(StrEnum):
 
 
 @app.command()
+@handles_bad_input
 def report(
     run: Annotated[Path, typer.Argument(help="A run folder made by scan (and optionally replay).")],
     format: Annotated[ReportFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")]
@@ -854,7 +904,7 @@ def report(
                 fh.write(data)
             err.print(f"wrote {escape(str(output))} ({len(data):,} bytes)")
     for g in gates:
-        value = "no value" if g["value"] is None else f"{g['value']:.4g}"
+        value = g["why"] if g.get("why") else f"{g['value']:.4g}"
         status = "[red]FAILED[/red]" if g["failed"] else "[green]passed[/green]"
         err.print(f"gate {escape(g['expr'])}: {value} on the {g['on']} → {status}")
     if any(g["failed"] for g in gates):

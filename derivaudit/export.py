@@ -9,7 +9,7 @@ import polars as pl
 
 from . import runs
 from .io import atomic_writer
-from .safe import neutralise
+from .safe import cell
 
 
 def _prims(p: dict[str, Any] | None, passages: list[str]) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
 
 
 def export_csv(run: str | Path, output: str | Path, level: str = "write") -> int:
-    data = [{k: neutralise(v) for k, v in r.items()} for r in rows(Path(run), level)]
+    data = [{k: cell(v) for k, v in r.items()} for r in rows(Path(run), level)]
     df = pl.DataFrame(data, infer_schema_length=None)
     with atomic_writer(output) as fh:
         df.write_csv(fh)

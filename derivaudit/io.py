@@ -8,9 +8,12 @@ valid records and returns the rest in `MemoryLog.skipped`.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
+import re
 import tempfile
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 from importlib import resources
@@ -33,6 +36,10 @@ from .records import (
 )
 
 SCHEMA_FILE = f"memory-log.v{SCHEMA_VERSION}.schema.json"
+MAX_DEPTH = 64  # nesting of arrays/objects in one line (a record is 2-3 deep; meta may nest more)
+MAX_ORDER = 2**53 - 1  # integers every JSON reader keeps exact
+ID_FIELDS = ("conversation_id", "turn_id", "write_id", "last_seen_turn", "parent_id", "source_id")
+_KEY_END = re.compile(rb'"[ \t\r\n]*:')  # every key ends so (string values may match too: an upper bound)
 _JSON_TYPES = {
     bool: "boolean",
     int: "integer",
@@ -99,7 +106,8 @@ def _explain(err: ValidationError, kind: str) -> list[tuple[str | None, str, str
         return [(field, "wrong_type", f"expected {want}, got {got} {_short(inst)}")]
     if v in ("minLength", "pattern"):
         what = "text" if field and field.endswith("text") else "id"
-        return [(field, "empty_text" if what == "text" else "empty_id", f"{what} must not be empty or blank")]
+        return [(field, "empty_text" if what == "text" else "empty_id",
+                 f"{what} must have a visible character (not empty, blank, control or zero-width only)")]
     if v == "uniqueItems":
         return [(field, "duplicate_citation", "the same turn id is cited twice")]
     if v == "maxItems":
@@ -113,6 +121,8 @@ def _explain(err: ValidationError, kind: str) -> list[tuple[str | None, str, str
         return [(field, "bad_value", f"{_short(inst)} is not one of {allowed}")]
     if v == "minimum":
         return [(field, "bad_value", f"must be >= {err.validator_value}, got {_short(inst)}")]
+    if v == "maximum":
+        return [(field, "out_of_range", f"must be <= {err.validator_value} (2^53-1), got {_short(inst)}")]
     return [(field, "invalid", err.message)]
 
 
@@ -121,8 +131,40 @@ def _short(x: Any) -> str:
     return s if len(s) <= 40 else s[:37] + "..."
 
 
-def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, Problem | None]]:
-    """Yield (line number, object, problem) for each non-blank line of a JSONL file."""
+def _shape(obj: Any) -> tuple[int, int]:
+    """(nesting depth, number of object keys), walking without recursion; stops past MAX_DEPTH."""
+    depth = keys = 0
+    stack = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        depth = max(depth, d)
+        if d > MAX_DEPTH:
+            break
+        if type(o) is dict:
+            keys += len(o)
+            stack.extend((v, d + 1) for v in o.values())
+        elif type(o) is list:
+            stack.extend((v, d + 1) for v in o)
+    return depth, keys
+
+
+def _duplicate_key(raw: bytes) -> str | None:
+    """The first key repeated within one object of a line, if any (slow path, rarely taken)."""
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for k, _ in items:
+            if k in seen and not found:
+                found.append(k)
+            seen.add(k)
+        return dict(items)
+
+    json.loads(raw, object_pairs_hook=pairs)
+    return found[0] if found else None
+
+
+def _read_data(path: Path) -> bytes:
     f = str(path)
     try:
         data = path.read_bytes()
@@ -132,6 +174,19 @@ def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, Proble
         raise LogError([Problem(f, None, None, "unreadable", "is a directory, not a JSONL file")]) from None
     except OSError as e:
         raise LogError([Problem(f, None, None, "unreadable", f"cannot read: {e.strerror}")]) from None
+    if data.startswith(b"\x1f\x8b"):  # gzip, whatever the name: read it as the JSONL inside
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise LogError([Problem(f, None, None, "unreadable", f"gzip-compressed but damaged ({e})")]) from None
+    return data
+
+
+def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, Problem | None]]:
+    """Yield (line number, object, problem) for each non-blank line of a JSONL file (gzip read
+    transparently)."""
+    f = str(path)
+    data = _read_data(path)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     lines = data.split(b"\n")
@@ -155,6 +210,8 @@ def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, Proble
                 yield n, None, Problem(f, n, None, "truncated_line",
                                        "last line is cut off (not valid JSON and no final newline): "
                                        "was the export interrupted?")
+            elif "recursion" in str(e):
+                yield n, None, Problem(f, n, None, "too_deep", f"nested more than {MAX_DEPTH} levels deep")
             else:
                 yield n, None, Problem(f, n, None, "invalid_json", f"invalid JSON: {e}")
             continue
@@ -162,6 +219,16 @@ def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, Proble
             got = _JSON_TYPES.get(type(obj), type(obj).__name__)
             yield n, None, Problem(f, n, None, "not_object", f"expected a JSON object, got {got}")
             continue
+        depth, keys = _shape(obj)
+        if depth > MAX_DEPTH:
+            yield n, None, Problem(f, n, None, "too_deep", f"nested more than {MAX_DEPTH} levels deep")
+            continue
+        if len(_KEY_END.findall(raw)) > keys:
+            dup = _duplicate_key(raw)
+            if dup is not None:
+                yield n, None, Problem(f, n, dup, "duplicate_key", "the same key twice in one object (JSON "
+                                       "readers disagree on which value wins)")
+                continue
         yield n, obj, None
 
 
@@ -174,7 +241,9 @@ def read_objects(path: str | Path) -> list[tuple[int, dict[str, Any] | None, Pro
 def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem | None]],
                    turns: list[Turn], writes: list[Write], problems: list[Problem]) -> None:
     """Schema-check parsed lines and build records; problems go to `problems`."""
+    first: int | None = None  # the first record line of this file: the only place for a header
     for n, obj, prob in items:
+        first = n if first is None else first
         if prob is not None:
             problems.append(prob)
             continue
@@ -189,9 +258,22 @@ def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Pro
             for e in _validator(kind).iter_errors(obj)
             for fld, code, msg in _explain(e, kind)
         ]
+        for fld in ("order", "round"):  # 1.0, 2e0 and integers past 2^64 parse as floats
+            if type(obj.get(fld)) is float and not errs:
+                errs.append(Problem(f, n, fld, "wrong_type", f"expected an integer written without a fraction or "
+                                    f"exponent (0 to {MAX_ORDER}), got {_short(obj[fld])}"))
+        if kind == "header" and n != first:
+            errs.append(Problem(f, n, "type", "misplaced_header", f"a header belongs on the first line of a file "
+                                f"(line {first} holds the first record)"))
         if errs:
             problems.extend(errs)
             continue
+        for fld in ID_FIELDS:  # ids compare after NFC: a decomposed é cites the same turn as a composed one
+            v = obj.get(fld)
+            if isinstance(v, str) and not v.isascii():
+                obj[fld] = unicodedata.normalize("NFC", v)
+        if kind == "write":
+            obj["citations"] = [unicodedata.normalize("NFC", c) for c in obj["citations"]]
         src = Source(f, n)
         if kind == "turn":
             turns.append(Turn(
@@ -240,13 +322,12 @@ def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem]) -
     convs = {cid: Conversation(cid, list(ts.values())) for cid, ts in by_conv.items()}
 
     kept: list[Write] = []
-    seen_w: dict[str, Write] = {}
+    seen_w: dict[str, Write] = {}  # only accepted writes claim their id (--skip-invalid keeps a later valid one)
     for w in writes:
         if w.write_id in seen_w:
             bad(w, "write_id", "duplicate_write_id",
                 f"write {w.write_id!r} already defined at {_where(seen_w[w.write_id].source)}")
             continue
-        seen_w[w.write_id] = w
         conv = convs.get(w.conversation_id)
         if conv is None:
             bad(w, "conversation_id", "conversation_without_turns",
@@ -272,7 +353,95 @@ def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem]) -
                 ok = False
         if ok:
             kept.append(w)
-    return MemoryLog(conversations=convs, writes=kept)
+            seen_w[w.write_id] = w
+    kept = _check_lineage(kept, {w.write_id for w in writes}, bad)
+    return MemoryLog(conversations=convs, writes=kept, warnings=_id_warnings(convs, kept))
+
+
+def _check_lineage(writes: list[Write], all_ids: set[str], bad: Any) -> list[Write]:
+    """parent_id names another accepted write, not itself, with no cycle; a write whose parent is
+    rejected is rejected too (its lineage cannot be read)."""
+    while True:
+        ids = {w.write_id: w for w in writes}
+        drop: set[str] = set()
+        for w in writes:
+            p = w.parent_id
+            if p is None:
+                continue
+            if p == w.write_id:
+                bad(w, "parent_id", "self_parent", "a write cannot rewrite itself")
+            elif p not in ids:
+                why = "was rejected" if p in all_ids else "is not a write of the loaded files"
+                bad(w, "parent_id", "unknown_parent", f"parent write {p!r} {why}")
+            else:
+                continue
+            drop.add(w.write_id)
+        for w in writes:  # cycles: follow parents; a chain that returns to its start is a cycle
+            if w.write_id in drop:
+                continue
+            seen, cur = {w.write_id}, ids[w.write_id].parent_id
+            while cur is not None and cur in ids and cur not in drop:
+                if cur in seen:
+                    if cur == w.write_id:  # every write on the way is in the cycle
+                        for x in ids.values():
+                            if x.write_id in seen:
+                                bad(x, "parent_id", "parent_cycle", "its parent chain comes back to it: "
+                                    + " -> ".join(repr(y) for y in _chain(ids, x.write_id)))
+                        drop |= seen
+                    break
+                seen.add(cur)
+                cur = ids[cur].parent_id
+        if not drop:
+            return writes
+        writes = [w for w in writes if w.write_id not in drop]
+
+
+def _chain(ids: dict[str, Write], start: str) -> list[str]:
+    out, cur = [start], ids[start].parent_id
+    while cur is not None and cur != start and len(out) < 10:
+        out.append(cur)
+        cur = ids[cur].parent_id
+    return [*out, start]
+
+
+_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE")
+
+
+def _skeleton(s: str) -> str:
+    """What a reader sees: NFKC (full-width letters, ligatures), without format (Cf) and control
+    characters."""
+    return "".join(c for c in unicodedata.normalize("NFKC", s)
+                   if unicodedata.category(c) not in ("Cf", "Cc"))
+
+
+def _id_warnings(convs: dict[str, Conversation], writes: list[Write]) -> list[Problem]:
+    """Ids a person would misread: invisible characters, letters of two scripts that look alike, or
+    two ids that read the same (NFKC, invisible characters aside)."""
+    from .safe import has_controls
+
+    out: list[Problem] = []
+
+    def check(kind: str, items: list[tuple[str, Source | None]]) -> None:
+        seen: dict[str, str] = {}
+        for ident, src in items:
+            where = (src.file if src else "?", src.line if src else None)
+            if has_controls(ident):
+                out.append(Problem(*where, kind, "invisible_in_id", "holds control, bidi or zero-width "
+                                   "characters (shown escaped)"))
+            scripts = {unicodedata.name(c, "").split(" ")[0] for c in ident if c.isalpha()} & set(_SCRIPTS)
+            if len(scripts) > 1:
+                out.append(Problem(*where, kind, "mixed_script_id", f"mixes {' and '.join(sorted(scripts))} letters, "
+                                   "which can look identical"))
+            key = _skeleton(ident)
+            if key in seen and seen[key] != ident:
+                out.append(Problem(*where, kind, "confusable_id", f"reads the same as {seen[key]!r} but differs"))
+            seen.setdefault(key, ident)
+
+    check("conversation_id", [(c, (cv.turns[0].source if cv.turns else None)) for c, cv in convs.items()])
+    for cv in convs.values():
+        check("turn_id", [(t.turn_id, t.source) for t in cv.turns])
+    check("write_id", [(w.write_id, w.source) for w in writes])
+    return out
 
 
 def check_log(paths: Sequence[str | Path]) -> tuple[MemoryLog, list[Problem]]:
@@ -300,11 +469,16 @@ def check_rows(name: str, rows: Sequence[dict[str, Any]]) -> tuple[MemoryLog, li
     return _assembled(turns, writes, problems)
 
 
-def load_log(paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = False) -> MemoryLog:
-    """Load and validate a memory log. Strict: any problem raises LogError and nothing is returned."""
+def load_log(paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = False,
+             strict: bool = False) -> MemoryLog:
+    """Load and validate a memory log. Any problem raises LogError and nothing is returned, unless
+    `skip_invalid` (the valid records, the problems in `.skipped`). Warnings (ids a person would
+    misread) are in `.warnings`; `strict` makes them problems."""
     if isinstance(paths, str | Path):
         paths = [paths]
     log, problems = check_log(paths)
+    if strict:
+        problems = sorted([*problems, *log.warnings], key=lambda p: (p.file, p.line or 0))
     if problems and not skip_invalid:
         raise LogError(problems)
     log.skipped = problems

@@ -101,6 +101,7 @@ class MemoryLog:
     conversations: dict[str, Conversation]
     writes: list[Write]
     skipped: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)  # loaded anyway; errors under --strict
 
     def write(self, write_id: str) -> Write:
         for w in self.writes:

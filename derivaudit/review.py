@@ -17,7 +17,7 @@ from typing import Any
 
 from . import runs
 from .io import atomic_writer
-from .safe import neutralise
+from .safe import cell
 from .stats import cohen_kappa
 
 LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
@@ -89,7 +89,7 @@ def sample(run: str | Path, output: str | Path, *, per_stratum: int = PER_STRATU
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\r\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: neutralise(v) for k, v in r.items()})
+        w.writerow({k: cell(v) for k, v in r.items()})
     with atomic_writer(output) as fh:
         fh.write(buf.getvalue().encode("utf-8-sig" if bom else "utf-8"))
     doc = {"seed": seed, "per_stratum": per_stratum, "file": str(output),

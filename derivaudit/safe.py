@@ -1,10 +1,41 @@
-"""Making untrusted memory text inert where it is exported: one place for the rules."""
+"""Making untrusted memory text inert where it is shown or exported: one place for the rules.
+
+Memory text, turn text and ids come from someone else's agent. Before any of it reaches a terminal,
+a log line, Markdown, CSV or an SVG label it goes through `visible`, which turns every control
+character into a printable escape: ESC (clear screen, window title, OSC 8 links), the other C0 and
+C1 controls, DEL, and the bidi overrides and zero-width marks that make a string read differently
+from what it is. Rich markup is escaped separately by the terminal layer (`rich.markup.escape`);
+HTML by `html.escape`; spreadsheets by `neutralise`.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# C0 (except tab and newline, kept only where asked), DEL, C1, zero-width marks, bidi embeddings,
+# overrides and isolates, line/paragraph separators, BOM.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+_UNSAFE_ALL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group()):04x}"
+
+
+def visible(value: Any, *, newlines: bool = False) -> Any:
+    """Control and invisible formatting characters as `\\u001b`-style escapes, so that the text a
+    person reads is the text that is there. `newlines=True` keeps tab and newline (multi-line
+    cells); a line of a log or an id never keeps them. Non-strings pass through."""
+    if not isinstance(value, str):
+        return value
+    return (_UNSAFE if newlines else _UNSAFE_ALL).sub(_escape, value)
+
+
+def has_controls(value: str) -> bool:
+    """Whether `visible` would change the text (tab and newline aside)."""
+    return _UNSAFE.search(value) is not None
 
 
 def neutralise(value: Any) -> Any:
@@ -12,3 +43,22 @@ def neutralise(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
     return value
+
+
+def cell(value: Any) -> Any:
+    """A CSV cell: controls made visible, then formulas neutralised."""
+    return neutralise(visible(value, newlines=True))
+
+
+def escape(value: Any) -> str:
+    """For a rich console: controls made visible (tab and newline kept), then rich markup escaped."""
+    from rich.markup import escape as markup_escape
+
+    return markup_escape(visible(str(value), newlines=True))
+
+
+def html_escape(value: Any) -> str:
+    """For HTML and SVG text: controls made visible (XML cannot hold C0 characters), then entities."""
+    import html
+
+    return html.escape(visible(str(value), newlines=True))

@@ -10,6 +10,7 @@ cache makes any recomputation nearly free. The run's `ScanConfig` is saved in `m
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -52,7 +53,7 @@ class ScanConfig:
     evidence: EvidenceSettings = field(default_factory=EvidenceSettings)
     limit: int | None = None
     conversations: list[str] | None = None
-    chunk: int = 8  # writes per model round trip (progress and resume granularity)
+    chunk: int | None = None  # writes per model round trip; None: 1 in-process (a kill loses one write), 8 on servers
     until: str = "labels"  # views | obligations | primitives | labels
     models: ModelRoles = field(default_factory=ModelRoles)  # annotator_a, annotator_b, adjudicator
     files: list[str] = field(default_factory=list)  # input logs, as given
@@ -60,6 +61,7 @@ class ScanConfig:
     use_cache: bool = True
     skip_invalid: bool = False
     calibrate: bool = True  # per-annotator E/R thresholds at FPR <= 0.10 (else argmax)
+    allow_empty: bool = False  # a selection of zero writes is an error unless asked for
     rubric: str | None = None  # after labels: annotator A again in this wording (not saved: one-off)
 
     def __post_init__(self) -> None:
@@ -70,15 +72,16 @@ class ScanConfig:
         return {"evidence": self.evidence.to_dict(), "limit": self.limit, "conversations": self.conversations,
                 "chunk": self.chunk, "models": self.models.to_dict(), "files": list(self.files),
                 "history": list(self.history), "use_cache": self.use_cache, "skip_invalid": self.skip_invalid,
-                "calibrate": self.calibrate}
+                "calibrate": self.calibrate, "allow_empty": self.allow_empty}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], until: str = "labels") -> ScanConfig:
         return cls(evidence=EvidenceSettings.from_dict(d.get("evidence", {})), limit=d.get("limit"),
-                   conversations=d.get("conversations"), chunk=d.get("chunk", 8), until=until,
+                   conversations=d.get("conversations"), chunk=d.get("chunk"), until=until,
                    models=ModelRoles.from_dict(d.get("models", {})), files=list(d.get("files", [])),
                    history=list(d.get("history", [])), use_cache=d.get("use_cache", True),
-                   skip_invalid=d.get("skip_invalid", False), calibrate=d.get("calibrate", True))
+                   skip_invalid=d.get("skip_invalid", False), calibrate=d.get("calibrate", True),
+                   allow_empty=d.get("allow_empty", False))
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any], until: str = "labels") -> ScanConfig | None:
@@ -124,24 +127,54 @@ def _noop(stage: str, advance: int, total: int) -> None:
     pass
 
 
+def _quiet(message: str) -> None:
+    pass
+
+
+LOCAL_BACKENDS = ("llamacpp", "transformers")
+
+
+def chunk_size(cfg: ScanConfig, annotators: Sequence[Annotator]) -> int:
+    """Writes per round trip: one for in-process models (nothing to batch; the partial file gets
+    every write as soon as it is judged), eight for servers (concurrent requests)."""
+    if cfg.chunk:
+        return cfg.chunk
+    return 1 if all(x.backend.name in LOCAL_BACKENDS for x in annotators) else 8
+
+
 def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator, Annotator] | None = None, *,
          cfg: ScanConfig | None = None, input_files: Sequence[str | Path] = (),
-         progress: Progress = _noop, pool: ModelPool | None = None) -> dict[str, Any]:
+         progress: Progress = _noop, pool: ModelPool | None = None,
+         notify: Callable[[str], None] = _quiet) -> dict[str, Any]:
     """Run (or resume) every stage into `run` and return the scope report ({} when stopped early).
-    Without `annotators` the models of `cfg.models` are opened (from `pool` when given)."""
+    Without `annotators` the models of `cfg.models` are opened (from `pool` when given). The run
+    folder is locked for the whole scan; `notify` hears what a person should know (a resumed kill,
+    a damaged stage file redone)."""
     cfg = cfg or ScanConfig()
-    if annotators is None:
-        own = pool is None
-        pool = pool or ModelPool(cache=cfg.use_cache)
-        try:
-            return scan(log, run, open_annotators(pool, cfg.models), cfg=cfg, input_files=input_files,
-                        progress=progress)
-        finally:
-            if own:
-                pool.close()
     run = Path(run)
     run.mkdir(parents=True, exist_ok=True)
+    with runs.lock(run) as stale, contextlib.ExitStack() as stack:
+        if stale:
+            notify(f"a previous scan (pid {stale}) stopped before it finished; resuming from its files")
+        if annotators is None:
+            if pool is None:
+                pool = stack.enter_context(contextlib.closing(ModelPool(cache=cfg.use_cache)))
+            annotators = open_annotators(pool, cfg.models)
+        return _scan(log, run, annotators, cfg, input_files, progress, notify)
+
+
+def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Annotator], cfg: ScanConfig,
+          input_files: Sequence[str | Path], progress: Progress, notify: Callable[[str], None]) -> dict[str, Any]:
     a, b, adj = annotators
+    chunk = chunk_size(cfg, annotators)
+
+    def done(st: Stage) -> bool:
+        if st.done():
+            return True
+        if st.why:
+            notify(f"redoing the {st.name} stage: {st.why}")
+        return False
+
     meta = load_meta(run)
     started = time.time()
     input_hash = _fp([hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in input_files]) \
@@ -164,7 +197,7 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     st = Stage(run, "views", fp_views, meta)
     ids = {w.write_id for w in writes}
     views: list[Views] = list(build_views(log, cfg.evidence, ids))
-    if not st.done():
+    if not done(st):
         st.finish([v.to_dict() for v in views])
     progress("views", len(views), len(views))
     timings["views"] = round(time.time() - t0, 3)
@@ -176,7 +209,7 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     t0 = time.time()
     fp_obl = _fp(fp_views, a.backend.identity(), prompts_fingerprint("decompose"))
     st = Stage(run, "obligations", fp_obl, meta)
-    if st.done():
+    if done(st):
         decs = [Decomposition.from_dict(r) for r in st.load()]
         progress("obligations", len(decs), len(writes))
     else:
@@ -184,8 +217,8 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
         progress("obligations", len(have), len(writes))
         todo = [w for w in writes if w.write_id not in have]
         with st.appender() as append:
-            for start in range(0, len(todo), cfg.chunk):
-                part = decompose(a.backend, todo[start : start + cfg.chunk])
+            for start in range(0, len(todo), chunk):
+                part = decompose(a.backend, todo[start : start + chunk])
                 append([d.to_dict() for d in part])
                 have.update((d.write_id, d) for d in part)
                 progress("obligations", len(part), len(writes))
@@ -217,7 +250,7 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     st = Stage(run, "primitives", fp_prim, meta)
     by_write = {d.write_id: d for d in decs}
     view_of = {v.write.write_id: v for v in views}
-    if st.done():
+    if done(st):
         prim_rows = st.load()
         progress("primitives", len(writes), len(writes))
     else:
@@ -227,8 +260,8 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
         progress("primitives", len(finished), len(writes))
         todo = [w for w in writes if w.write_id not in finished]
         with st.appender() as append:
-            for start in range(0, len(todo), cfg.chunk):
-                part = todo[start : start + cfg.chunk]
+            for start in range(0, len(todo), chunk):
+                part = todo[start : start + chunk]
                 items = [Item(o, w, vn, getattr(view_of[w.write_id], vn))
                          for w in part for vn in VIEW_NAMES for o in by_write[w.write_id].obligations]
                 anns = run_annotators(items, a, b, adj)

@@ -156,3 +156,47 @@ def test_cache_stats_and_clear(tmp_path, monkeypatch):
     r = run("cache", "clear", "--model", "m1")
     assert r.exit_code == 0 and "deleted 1" in r.output
     assert orjson.loads(run("cache", "stats", "--format", "json").stdout)["entries"] == 1
+
+
+def test_validate_skip_invalid_counts_records_and_strict_fails_on_warnings(fixtures):
+    bad = fixtures / "bad"
+    r = run("validate", bad / "skip_claim.jsonl")
+    assert r.exit_code == 2 and "3 problem(s) in 2 record(s)" in r.output
+    r = run("validate", bad / "skip_claim.jsonl", "--skip-invalid")
+    assert r.exit_code == 0 and "2 bad record(s) would be skipped (3 problem(s))" in r.output
+    r = run("views", bad / "skip_claim.jsonl", "--skip-invalid", "--format", "jsonl")
+    assert r.exit_code == 0 and "skipped 2 bad record(s) with 3 problem(s)" in r.output
+    assert [json.loads(x)["write_id"] for x in r.stdout.splitlines()] == ["w1"]
+    r = run("validate", bad / "confusable.jsonl")
+    assert r.exit_code == 0 and "4 warning(s)" in r.output and "\u202e" not in r.output
+    r = run("validate", bad / "confusable.jsonl", "--strict", "--format", "json")
+    assert r.exit_code == 2 and {p["code"] for p in json.loads(r.stdout)["problems"]} == {
+        "mixed_script_id", "invisible_in_id", "confusable_id"}
+
+
+@pytest.mark.parametrize("fixture", ["deep.jsonl", "orders.jsonl", "dup_key.jsonl", "headers.jsonl",
+                                     "parents.jsonl", "blank_text.jsonl"])
+@pytest.mark.parametrize("command", ["validate", "views", "scan"])
+def test_bad_input_is_exit_2_without_a_traceback(fixtures, tmp_path, fixture, command):
+    args = [command, fixtures / "bad" / fixture] + (["-o", tmp_path / "run"] if command == "scan" else [])
+    extras = {"validate": ([], ["--format", "json"]), "views": ([], ["--skip-invalid"]), "scan": ([],)}[command]
+    for extra in extras:
+        r = run(*args, *extra)
+        assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+        assert "Traceback" not in r.output and "RecursionError" not in r.output
+        if not extra:
+            assert r.exit_code == 2, r.output
+    assert not (tmp_path / "run" / "labels.jsonl").exists()
+
+
+def test_a_log_without_writes_is_exit_2_unless_allowed(fixtures, tmp_path):
+    r = run("scan", fixtures / "bad" / "no_writes.jsonl", "-o", tmp_path / "run")
+    assert r.exit_code == 2 and "no write" in r.output and "--allow-empty" in r.output
+    assert not (tmp_path / "run").exists()
+    r = run("scan", fixtures / "bad" / "no_writes.jsonl", "-o", tmp_path / "run", "--allow-empty",
+            "--backend", "llamacpp", "--model", "smollm2")
+    assert r.exit_code == 0, r.output
+    r = run("report", tmp_path / "run", "--format", "junit")
+    assert r.exit_code == 0 and 'tests="1"' in r.stdout and 'failures="1"' in r.stdout
+    r = run("report", tmp_path / "run", "--format", "json", "--fail-if", "writes<0")
+    assert r.exit_code == 1 and "the run has no write" in r.output

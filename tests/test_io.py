@@ -170,3 +170,74 @@ def test_gold_category_is_validated(tmp_path):
     log, problems = check_log([p])
     assert [(x.line, x.field, x.code) for x in problems] == [(3, "meta.gold", "bad_value")]
     assert log.writes[0].meta["gold"] == "citation-supported"
+
+
+# ---------------------------------------------------------------- hardening (issue 15): fixtures/bad/
+
+BAD = Path(__file__).resolve().parent.parent / "fixtures" / "bad"
+
+
+def _codes(name: str) -> list[tuple[int | None, str | None, str]]:
+    _, problems = check_log([BAD / name])
+    return [(p.line, p.field, p.code) for p in problems]
+
+
+def test_nesting_is_capped_before_the_schema_sees_it():
+    assert _codes("deep.jsonl") == [(4, None, "too_deep")]
+
+
+def test_orders_are_integers_in_a_documented_range():
+    assert _codes("orders.jsonl") == [(3, "order", "out_of_range"), (4, "order", "out_of_range"),
+                                      (5, "order", "wrong_type"), (6, "order", "wrong_type"),
+                                      (7, "order", "out_of_range")]
+
+
+def test_duplicate_keys_are_rejected_but_quoted_colons_in_text_are_not():
+    log, problems = check_log([BAD / "dup_key.jsonl"])
+    assert [(p.line, p.field, p.code) for p in problems] == [(4, "text", "duplicate_key")]
+    assert [w.write_id for w in log.writes] == ["w2"]  # 'He said "x": fine' is one key
+
+
+def test_a_header_only_on_the_first_line():
+    assert _codes("headers.jsonl") == [(3, "type", "misplaced_header")]
+
+
+def test_parent_ids_name_another_write_without_cycles():
+    log, problems = check_log([BAD / "parents.jsonl"])
+    assert [(p.line, p.code) for p in problems] == [(4, "unknown_parent"), (5, "self_parent"),
+                                                    (6, "parent_cycle"), (7, "parent_cycle")]
+    assert [w.write_id for w in log.writes] == ["w5", "w6"]
+
+
+def test_invisible_only_text_and_ids_are_blank():
+    assert _codes("blank_text.jsonl") == [(4, "text", "empty_text"), (5, "write_id", "empty_id"),
+                                          (6, "text", "empty_text")]
+
+
+def test_ids_compare_after_nfc_and_misreadable_ids_warn_or_fail_under_strict():
+    log, problems = check_log([BAD / "confusable.jsonl"])
+    assert problems == []
+    assert log.write("w1").citations == ("caf\u00e9",)  # the NFD citation resolved to the NFC turn
+    assert sorted((w.line, w.code) for w in log.warnings) == [(5, "mixed_script_id"), (7, "invisible_in_id"),
+                                                              (8, "invisible_in_id"), (9, "confusable_id")]
+    with pytest.raises(LogError, match="confusable_id"):
+        load_log(BAD / "confusable.jsonl", strict=True)
+
+
+def test_only_accepted_records_claim_ids():
+    log = load_log(BAD / "skip_claim.jsonl", skip_invalid=True)
+    assert [(w.write_id, w.citations) for w in log.writes] == [("w1", ("t1",))]
+    assert {(p.line, p.code) for p in log.skipped} == {(4, "unknown_citation"), (6, "empty_text"),
+                                                       (6, "duplicate_citation")}
+
+
+def test_gzip_is_read_transparently():
+    log = load_log(BAD / "compressed.jsonl.gz")
+    assert len(log.writes) == 1 and log.n_turns == 2
+
+
+def test_damaged_gzip_names_the_file(tmp_path):
+    p = tmp_path / "cut.jsonl.gz"
+    p.write_bytes((BAD / "compressed.jsonl.gz").read_bytes()[:40])
+    with pytest.raises(LogError, match="gzip-compressed but damaged"):
+        load_log(p)

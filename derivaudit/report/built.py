@@ -4,9 +4,9 @@ report). Every string from a family, log or probe file is escaped."""
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
+from ..safe import html_escape as escape
 from . import plots
 from .html import _table
 

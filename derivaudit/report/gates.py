@@ -30,10 +30,11 @@ def parse_gate(expr: str) -> tuple[str, str, float]:
 
 def evaluate_gates(report: dict[str, Any], exprs: Sequence[str]) -> list[dict[str, Any]]:
     """Each gate fails when its expression holds. With a baseline the gate reads the change. A
-    metric this run cannot tell (no replay, no negatives) fails its gate: CI should not pass on
-    missing evidence. An unknown name or a setting not in the run is a usage error."""
+    metric this run cannot tell (no replay, no negatives), and every gate of a run of zero writes,
+    fails: CI should not pass on missing evidence. An unknown name or a setting not in the run is a usage error."""
     parsed = [(e, *parse_gate(e)) for e in exprs]
     values = report.get("change", report["metrics"])
+    empty = not report.get("run", {}).get("writes")
     out = []
     for expr, name, op, threshold in parsed:
         if name not in values:
@@ -43,8 +44,8 @@ def evaluate_gates(report: dict[str, Any], exprs: Sequence[str]) -> list[dict[st
                                  " (run `derivaudit replay` first)" if "@" in name or name in
                                  ("unsupported_admitted", "valid_kept", "auc") else ""))
         value = values[name]
-        failed = True if value is None else _OPS[op](value, threshold)
+        failed = True if value is None or empty else _OPS[op](value, threshold)
+        why = "the run has no write" if empty else "no value in this run" if value is None else None
         out.append({"expr": expr, "metric": name, "op": op, "threshold": threshold, "value": value,
-                    "on": "change" if "change" in report else "run", "failed": failed,
-                    "why": "no value in this run" if value is None else None})
+                    "on": "change" if "change" in report else "run", "failed": failed, "why": why})
     return out

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import base64
 import gzip
-from html import escape
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .. import runs
+from ..safe import html_escape as escape
 from . import plots
 from .build import _num, answer_key, gate_setting
 from .text import _ci, change_rows, confusion_rows, gold_rows, pct, review_rows

@@ -31,6 +31,14 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg"):]  # drop the XML prologue and DOCTYPE: the SVG is inlined in HTML
 
 
+def _label(text: Any) -> str:
+    """Untrusted text as a plot label: controls made visible (an SVG cannot hold C0 characters and
+    matplotlib warns with the raw glyph), `$` escaped so that mathtext never parses it."""
+    from ..safe import visible
+
+    return visible(str(text)).replace("$", r"\$")
+
+
 def _finite(xs: Sequence[Any]) -> list[float]:
     out = []
     for x in xs:
@@ -104,7 +112,7 @@ def roc(rows_by_setting: dict[str, list[dict[str, Any]]]) -> str:
         neg = _finite(r["score"] for r in rows if r["truth"] is False)
         if pos and neg:
             x, y = roc_points(pos, neg)
-            ax.plot(x, y, linewidth=1.3, label=key)
+            ax.plot(x, y, linewidth=1.3, label=_label(key))
             drawn += 1
     if not drawn:
         ax.text(0.5, 0.5, "needs both valid and unsupported memories", ha="center", va="center", fontsize=8)
@@ -129,7 +137,7 @@ def per_conversation(per_conv: Sequence[dict[str, Any]],
     width = 0.8 / len(metrics)
     for i, m in enumerate(metrics):
         ax.bar(x + (i - (len(metrics) - 1) / 2) * width, [r.get(m) or 0.0 for r in per_conv], width, label=m)
-    ax.set_xticks(x, [str(r["conversation_id"]) for r in per_conv], rotation=60 if n > 8 else 0, fontsize=7,
+    ax.set_xticks(x, [_label(r["conversation_id"]) for r in per_conv], rotation=60 if n > 8 else 0, fontsize=7,
                   ha="right" if n > 8 else "center")
     if n > 40:  # too many to name: keep every k-th label
         k = math.ceil(n / 40)
@@ -175,7 +183,7 @@ def bars(values: dict[str, float | None], ylabel: str) -> str:
     for i, v in enumerate(values.values()):
         ax.text(i, (v or 0) + 0.02, "n/a" if v is None else f"{v:.0%}", ha="center", fontsize=7)
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=7)
+    ax.set_xticklabels([_label(n) for n in names], rotation=30, ha="right", fontsize=7)
     ax.set_ylim(0, 1.1)
     ax.set_ylabel(ylabel)
     return _svg(fig)
@@ -190,7 +198,7 @@ def rate_lines(series: dict[str, list[tuple[int, float | None, Sequence[Any]]]],
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         lo = [y - (p[2][0] if p[2] and p[2][0] is not None else y) for y, p in zip(ys, pts, strict=True)]
         hi = [(p[2][1] if p[2] and p[2][1] is not None else y) - y for y, p in zip(ys, pts, strict=True)]
-        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", color=color, label=name, capsize=3)
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", color=color, label=_label(name), capsize=3)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

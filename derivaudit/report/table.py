@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from ..safe import escape
 from .build import answer_key, flagged
 from .text import change_rows, confusion_rows, gold_rows, review_rows
 

@@ -13,7 +13,7 @@ from typing import Any
 from .. import runs
 from ..gold import CATEGORIES, PREDICTED
 from ..gold import flat as gold_flat
-from ..safe import neutralise
+from ..safe import cell, visible
 from .build import _num, answer_key, flagged
 
 
@@ -47,7 +47,7 @@ def to_csv(report: dict[str, Any]) -> str:
     w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["section", "metric"], lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: neutralise(v) for k, v in r.items()})
+        w.writerow({k: cell(v) for k, v in r.items()})
     return buf.getvalue()
 
 
@@ -57,8 +57,9 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
 
 def md_escape(text: Any) -> str:
-    """Inert in GitHub Markdown: HTML entities for <, >, &, backslashes before Markdown syntax, one line."""
-    s = " ".join(str(text).split())
+    """Inert in GitHub Markdown and a terminal: controls made visible, HTML entities for <, >, &,
+    backslashes before Markdown syntax, one line."""
+    s = " ".join(visible(str(text), newlines=True).split())
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", s)
 
@@ -191,12 +192,13 @@ _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _x(text: Any) -> str:
-    return _XML_BAD.sub("\ufffd", str(text))
+    return _XML_BAD.sub("\ufffd", visible(str(text), newlines=True))
 
 
 def to_junit(report: dict[str, Any]) -> str:
     """One test case per write, grouped in one suite per conversation: failing when the memory is
-    unsupported or contradicted in the expanded view, skipped when it is ambiguous or unresolved."""
+    unsupported or contradicted in the expanded view, skipped when it is ambiguous or unresolved. A
+    run of zero writes is one failing case."""
     import xml.etree.ElementTree as ET
 
     run = Path(report["run"]["path"])
@@ -225,6 +227,11 @@ def to_junit(report: dict[str, Any]) -> str:
             counts[conv]["skipped"] += 1
         out = ET.SubElement(case, "system-out")
         out.text = _x(f"{r['text']}\n{detail}")
+    if not labels:  # CI must not pass on nothing
+        suite = ET.SubElement(root, "testsuite", name="derivaudit.run")
+        case = ET.SubElement(suite, "testcase", classname="derivaudit.run", name="writes")
+        ET.SubElement(case, "failure", message="the run has no write: nothing was audited", type="empty")
+        suites["derivaudit.run"], counts["derivaudit.run"] = suite, {"tests": 1, "failures": 1, "skipped": 0}
     for conv, el in suites.items():
         for k, v in counts[conv].items():
             el.set(k, str(v))
