@@ -12,11 +12,9 @@ import random
 import sys
 from pathlib import Path
 
-import orjson
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from derivaudit.io import write_jsonl  # noqa: E402
+from derivaudit import runs  # noqa: E402
 from derivaudit.replay import decide, setting_metrics  # noqa: E402
 from derivaudit.stats import SCOPE_HELP, rates  # noqa: E402
 
@@ -111,25 +109,25 @@ def make(out: Path, writes: int, conversations: int, seed: int = 0, reps: int = 
                                             "admitted_at_threshold": None, "scoring_errors": 0} for n in (0, 2, 4)},
                         "writes": writes, "skipped_too_few_extras": 0},
               "model": {"model": "synthetic"}}
-    write_jsonl(out / "labels.jsonl", labels)
-    write_jsonl(out / "views.jsonl", views)
-    write_jsonl(out / "obligations.jsonl", obls)
-    write_jsonl(out / "primitives.jsonl", prims)
-    write_jsonl(out / "replay_scores.jsonl", score_rows)
-    (out / "replay.json").write_bytes(orjson.dumps(replay))
+    out.mkdir(parents=True, exist_ok=True)
+    runs.write_rows(out, runs.LABELS, labels)
+    runs.write_rows(out, runs.VIEWS, views)
+    runs.write_rows(out, runs.OBLIGATIONS, obls)
+    runs.write_rows(out, runs.PRIMITIVES, prims)
+    runs.write_rows(out, runs.REPLAY_SCORES, score_rows)
+    runs.write_json(out, runs.REPLAY, replay)
     scope = rates([x for x in labels])
     for k, v in scope.items():
         v["meaning"] = SCOPE_HELP[k]
-    (out / "scope.json").write_bytes(orjson.dumps({
+    runs.write_json(out, runs.SCOPE, {
         "scope": scope, "agreement": {"D": {"agreement": 0.9, "kappa": 0.7}, "E": {"agreement": 0.8, "kappa": 0.6},
                                       "R": {"agreement": 0.85, "kappa": 0.5}, "label": {"agreement": 0.7, "kappa": 0.5},
                                       "adjudication_rate": 0.3, "adjudicated": 0, "items": len(prims)},
         "decomposition": {"ok": writes, "retried": 0, "fallback": 0, "failure_rate": 0.0,
                           "obligations": sum(len(o["obligations"]) for o in obls)},
-        "scoring_errors": 0, "labels": {}}))
-    (out / "meta.json").write_bytes(orjson.dumps({"derivaudit": "synthetic", "input_files": ["synthetic.jsonl"],
-                                                  "input_sha": "0" * 16, "annotators": {}, "skipped_records": [],
-                                                  "evidence": {}, "timings": {}, "usage": []}))
+        "scoring_errors": 0, "labels": {}})
+    runs.save_meta(out, {"derivaudit": "synthetic", "input_files": ["synthetic.jsonl"], "input_sha": "0" * 16,
+                         "annotators": {}, "skipped_records": [], "evidence": {}, "timings": {}, "usage": []})
     return out
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from derivaudit import admit
+from derivaudit import admit, runs
 from derivaudit.cli import app
 from derivaudit.replay import (
     auc,
@@ -345,13 +345,13 @@ def test_the_answer_key_can_be_gold_or_human(tmp_path):
                      "w5": (None, "no gold"), "w6": (None, "no gold")}
     with pytest.raises(ValueError, match="review import"):
         replay(run, be, [("holistic", "expanded")], reference="human")
-    (run / "review.jsonl").write_text(  # a reviewer calls w3 supported (the model: unsupported)
-        '{"review_id": "r1", "obligation_id": "w3#o1", "write_id": "w3", "view": "expanded", "stratum": "x", '
-        '"d": true, "e": true, "r": false, "label": "supported"}\n')
+    runs.write_rows(run, runs.REVIEW, [  # a reviewer calls w3 supported (the model: unsupported)
+        {"review_id": "r1", "obligation_id": "w3#o1", "write_id": "w3", "view": "expanded", "stratum": "x",
+         "d": True, "e": True, "r": False, "label": "supported"}])
     prims = [{"obligation_id": f"{w['id']}#o1", "write_id": w["id"], "conversation_id": w["conv"],
               "view": "expanded", "passages": w["turns"], "label": "supported", "A": {"e_subset": [1]},
               "adjudicator": None} for w in W]
-    (run / "primitives.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prims))
+    runs.write_rows(run, runs.PRIMITIVES, prims)
     rep = replay(run, be, [("holistic", "expanded")], point="argmax", reps=50, reference="human")
     truth = {r["write_id"]: (r["truth"], r["excluded"]) for r in read_jsonl(run / "replay_scores.jsonl")}
     assert truth["w3"] == (True, None) and truth["w1"] == (None, "not reviewed")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from derivaudit import runs
 from derivaudit.cli import app
 from derivaudit.report import ReportError, build, evaluate_gates, parse_gate, validate
 from derivaudit.runs import read_jsonl
@@ -169,7 +170,7 @@ def test_baseline_change_and_gate(run, tmp_path):
         x["expanded_label"] = "unsupported"
         x["unresolved"] = False
         x["search_limited"] = False
-    (other / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+    runs.write_rows(other, runs.LABELS, labels)
     r = report_cli(str(other), "--baseline", str(run), "--format", "json", "--fail-if", "unsupported>0.5")
     doc = json.loads(r.stdout)
     validate(doc)
@@ -193,7 +194,7 @@ def test_report_without_replay_and_bad_runs(run, tmp_path):
     assert report_cli(str(bare), "--format", "html", "-o", str(tmp_path / "r.html")).exit_code == 0
     (bare / "scope.json").write_text("{not json")
     r = report_cli(str(bare))
-    assert r.exit_code == 2 and "scope.json" in r.output
+    assert r.exit_code == 2 and "scope.json" in r.output and "Traceback" not in r.output
     (bare / "labels.jsonl").unlink()
     r = report_cli(str(bare))
     assert r.exit_code == 2 and "labels.jsonl is missing" in r.output

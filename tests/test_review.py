@@ -11,6 +11,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from derivaudit import runs
 from derivaudit.annotate import obligation_label
 from derivaudit.cli import app
 from derivaudit.review import COLUMNS, ReviewError, import_review, read_review, sample
@@ -43,7 +44,7 @@ def test_the_sample_is_stratified_blinded_seeded_and_formula_safe(run, tmp_path)
     labels = read_jsonl(run / "labels.jsonl")
     for r in labels:
         r["text"] = "=HYPERLINK(\"http://x\")" + r["text"]
-    (run / "labels.jsonl").write_bytes(b"\n".join(orjson.dumps(r) for r in labels) + b"\n")
+    runs.write_rows(run, runs.LABELS, labels)
     doc = sample(run, tmp_path / "a.csv", per_stratum=3, seed=1)
     raw, rows = _sheet(tmp_path / "a.csv")
     assert raw.startswith(b"\xef\xbb\xbf")  # UTF-8 BOM by default, for Excel

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from derivaudit import runs
 from derivaudit.cli import app
 from derivaudit.runs import read_jsonl
 
@@ -91,7 +92,7 @@ def test_resume_after_interruption(scanned, tmp_path):
     shutil.copytree(run, copy)
     meta = orjson.loads((copy / "meta.json").read_bytes())
     fp = meta["stages"].pop("primitives")
-    (copy / "meta.json").write_bytes(orjson.dumps(meta))
+    runs.save_meta(copy, meta)
     rows = read_jsonl(copy / "primitives.jsonl")
     first = rows[0]["write_id"]
     done = [r for r in rows if r["write_id"] == first]
