@@ -161,7 +161,7 @@ def validate(
     --skip-invalid, when what is left is usable), 2 when not."""
     paths = [*(history or []), *files]
     try:
-        log, problems = check_log(paths)
+        log, problems = check_log(paths, keep_text=False)
         warnings = log.warnings
     except LogError as e:
         log, problems, warnings = None, e.problems, []

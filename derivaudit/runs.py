@@ -68,13 +68,15 @@ def exists(run: str | Path, name: str) -> bool:
 
 
 def require(run: str | Path, names: Sequence[str], hint: str) -> None:
-    """Raise RunError naming the first missing file; `hint` says which command makes it."""
+    """Raise RunError naming the first missing file (`hint` says which command makes it) or the first
+    damaged one."""
     run = Path(run)
     if not run.is_dir():
         raise RunError(f"{run}: no such run folder ({run / names[0]} is missing: {hint})")
     for name in names:
         if not (run / name).exists():
             raise RunError(f"{run / name} is missing: {hint}")
+    verify(run)
 
 
 def _lines(data: bytes) -> list[tuple[int, bytes]]:
@@ -178,6 +180,18 @@ def damaged(run: str | Path, name: str) -> str | None:
     except RunError as e:
         return str(e)
     return None
+
+
+def verify(run: str | Path) -> None:
+    """Every file of the run checked against checksums.json (and meta.json parsed), so that a command
+    reading a run never goes on with part of it damaged: RunError naming the first bad file."""
+    run = Path(run)
+    for name in [META, *sorted(_checksums(run))]:
+        if name == META and not (run / META).exists():
+            continue
+        why = damaged(run, name)
+        if why:
+            raise RunError(why)
 
 
 def _parse_json(p: Path, data: bytes) -> dict[str, Any]:

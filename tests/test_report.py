@@ -261,3 +261,30 @@ def test_report_export_and_light_paths_import_no_pipeline_or_torch():
             "print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@pytest.mark.parametrize("damage", ["cut_line", "last_line_gone", "garbage_middle", "meta_cut", "meta_list",
+                                    "obligations_cut"])
+def test_a_damaged_run_is_exit_2_naming_the_file_in_every_command(synth_run, tmp_path, damage):
+    """Issue 15: a cut or edited run file was used silently (fewer writes, JUnit tests=2, exit 0) or
+    gave a traceback (HTML, export, meta.json, obligations.jsonl)."""
+    run = tmp_path / "run"
+    shutil.copytree(synth_run, run)
+    name = {"meta_cut": "meta.json", "meta_list": "meta.json", "obligations_cut": "obligations.jsonl"}.get(
+        damage, "labels.jsonl")
+    p = run / name
+    data = p.read_bytes()
+    p.write_bytes({"cut_line": data[:-20], "last_line_gone": data[: data.rindex(b"\n", 0, len(data) - 1) + 1],
+                   "garbage_middle": data.replace(b"\n", b"\nnot json\n", 1), "meta_cut": data[: len(data) // 2],
+                   "meta_list": b"[]", "obligations_cut": data[:-20]}[damage])
+    commands = [["report", run, "--format", fmt] for fmt in ("json", "junit", "md", "csv", "html")]
+    commands += [["export", run, tmp_path / "x.csv"], ["export", run, tmp_path / "y.csv", "--level", "obligation"],
+                 ["review", "sample", run, "-o", tmp_path / "s.csv"]]
+    for args in commands:
+        r = report_cli(*map(str, args[1:])) if args[0] == "report" else CliRunner().invoke(app, list(map(str, args)))
+        if damage == "obligations_cut" and args[0] == "report" and args[3] != "html":
+            continue  # report reads labels and scope only; the HTML drill-down reads obligations
+        assert r.exit_code == 2, (args, r.output)
+        assert name in r.output and r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
+        assert "Traceback" not in r.output
+    assert not (tmp_path / "x.csv").exists()

@@ -74,6 +74,9 @@ def convert(path: str | Path) -> ImportResult:
             res.problems.append(Problem(f, None, f"{where}.episodes", "missing_field",
                                         "edge lists no episodes, so it cannot be placed in history"))
             continue
+        if not all(isinstance(c, str) for c in cites):
+            res.problems.append(Problem(f, None, f"{where}.episodes", "bad_id", "episode ids must be strings"))
+            continue
         unknown = [c for c in cites if c not in pos]
         if unknown:
             res.problems.append(Problem(f, None, f"{where}.episodes", "unknown_citation",

@@ -43,12 +43,22 @@ def convert(path: str | Path) -> ImportResult:
             continue
         cid = str(sample["sample_id"])
         conv = sample["conversation"]
+        if not isinstance(conv, dict):
+            res.problems.append(Problem(f, None, f"{where}.conversation", "bad_format", "expected an object of "
+                                        "session_N lists"))
+            continue
         sessions = sorted((int(m.group(1)), k) for k in conv if (m := _SESSION.fullmatch(k)))
         session_of: dict[str, int] = {}
         last_turn: dict[int, str] = {}
+        last_time: dict[int, str | None] = {}
         order = 0
         for n, key in sessions:
             when = conv.get(f"session_{n}_date_time")
+            when = when if isinstance(when, str) else None
+            if not isinstance(conv[key], list):
+                res.problems.append(Problem(f, None, f"{where}.conversation.{key}", "bad_format", "expected a list "
+                                            "of turns"))
+                continue
             for ti, t in enumerate(conv[key]):
                 tw = f"{where}.conversation.{key}[{ti}]"
                 dia = t.get("dia_id") if isinstance(t, dict) else None
@@ -68,8 +78,13 @@ def convert(path: str | Path) -> ImportResult:
                 })
                 session_of[dia] = n
                 last_turn[n] = dia
+                last_time[n] = when
                 order += 1
         obs = sample.get("observation") or {}
+        if not isinstance(obs, dict):
+            res.problems.append(Problem(f, None, f"{where}.observation", "bad_format", "expected an object of "
+                                        "session_N_observation entries"))
+            obs = {}
         for key in sorted(obs, key=lambda k: int(m.group(1)) if (m := _OBS.fullmatch(k)) else -1):
             m = _OBS.fullmatch(key)
             if m is None:
@@ -78,7 +93,12 @@ def convert(path: str | Path) -> ImportResult:
                 continue
             n = int(m.group(1))
             k = 0
-            for speaker, recs in (obs[key] or {}).items():
+            per_speaker = obs[key] or {}
+            if not isinstance(per_speaker, dict) or not all(isinstance(r, list) for r in per_speaker.values()):
+                res.problems.append(Problem(f, None, f"{where}.observation.{key}", "bad_format",
+                                            "expected {speaker: [[text, evidence], ...]}"))
+                continue
+            for speaker, recs in per_speaker.items():
                 for ri, rec in enumerate(recs):
                     rw = f"{where}.observation.{key}.{speaker}[{ri}]"
                     k += 1
@@ -104,7 +124,7 @@ def convert(path: str | Path) -> ImportResult:
                     res.writes.append({
                         "type": "write", "write_id": wid, "conversation_id": cid, "text": rec[0].strip(),
                         "citations": list(dict.fromkeys(ids)), "last_seen_turn": last_turn[n],
-                        "time": conv.get(f"session_{n}_date_time"), "operation": "add", "round": 0,
+                        "time": last_time.get(n), "operation": "add", "round": 0,
                         "meta": {"subject": speaker, "session": n},
                     })
     res.notes = {"samples": len(data)}
