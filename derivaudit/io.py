@@ -281,7 +281,8 @@ def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Pro
             msg = "missing" if kind is None else f"{_short(kind)} is not one of turn, write, header"
             problems.append(Problem(f, n, "type", "missing_field" if kind is None else "bad_value", msg))
             continue
-        errs = [Problem(f, n, fld, code, msg) for e in _schema_errors(obj, kind) for fld, code, msg in _explain(e, kind)]
+        errs = [Problem(f, n, fld, code, msg)
+                for e in _schema_errors(obj, kind) for fld, code, msg in _explain(e, kind)]
         for fld in ("order", "round"):  # 1.0, 2e0 and integers past 2^64 parse as floats
             if type(obj.get(fld)) is float and not errs:
                 errs.append(Problem(f, n, fld, "wrong_type", f"expected an integer written without a fraction or "
