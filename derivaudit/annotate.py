@@ -146,8 +146,8 @@ def _stem(word: str) -> str:
 @functools.cache
 def _example_stems() -> frozenset[str]:
     """Content words of the decomposition prompt's example records (its 'Record:' lines)."""
-    lines = [x[len("Record:"):] for x in templates.load("decompose").splitlines()
-             if x.startswith("Record:") and "$" not in x]
+    lines = [x[len("Record:"):].replace("<record>", " ").replace("</record>", " ")
+             for x in templates.load("decompose").splitlines() if x.startswith("Record:") and "$" not in x]
     return frozenset(_stem(w) for x in lines for w in tokenize(x))
 
 
@@ -199,7 +199,7 @@ def decompose(backend: Backend, writes: Sequence[Write], *, max_new_tokens: int 
     head, _, tail = instructions.partition("$note")  # the instructions and examples are shared
 
     def ask(ws: Sequence[Write], notes: Sequence[str]) -> list[str]:
-        prompts = [Prompt(head, note + Template(tail).substitute(record=" ".join(w.text.split())),
+        prompts = [Prompt(head, note + Template(tail).substitute(record=templates.quoted(" ".join(w.text.split()))),
                           answer_prefix=ANSWER_PREFIX_DECOMPOSE) for w, note in zip(ws, notes, strict=True)]
         gens = backend.generate(prompts, max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE)
         return [ANSWER_PREFIX_DECOMPOSE + g for g in gens]

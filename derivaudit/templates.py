@@ -8,6 +8,7 @@ A scored prompt whose answer is not yes/no names its answer words in a first lin
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 from string import Template
@@ -50,5 +51,14 @@ def verdict(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return _read(name)[1]
 
 
+# Memory and turn text is untrusted: prompts quote it between these tags, and a value can never
+# close one early (a "</record>" inside memory text is sent as "<\/record>").
+_CLOSE = re.compile(r"<(/\s*(?:record|claim|earlier|later)\s*)>", re.IGNORECASE)
+
+
+def quoted(value: str) -> str:
+    return _CLOSE.sub(lambda m: "<\\" + m.group(1) + ">", value)
+
+
 def render(name: str, **fields: str) -> str:
-    return Template(load(name)).substitute(fields)
+    return Template(load(name)).substitute({k: quoted(v) if isinstance(v, str) else v for k, v in fields.items()})
