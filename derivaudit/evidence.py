@@ -139,12 +139,16 @@ class ConversationIndex:
 
 def build_views(log: MemoryLog, settings: EvidenceSettings = EvidenceSettings(),
                 write_ids: set[str] | None = None) -> Iterator[Views]:
-    """Views of every write (or of `write_ids`), in input order; each conversation indexed once."""
+    """Views of every write (or of `write_ids`), in input order; each conversation indexed once, and
+    its index dropped after its last write, so that memory holds the indexes of the conversations
+    still in progress (one, for a log grouped by conversation) rather than all of them."""
+    todo = [w for w in log.writes if write_ids is None or w.write_id in write_ids]
+    last = {w.conversation_id: i for i, w in enumerate(todo)}
     indexes: dict[str, ConversationIndex] = {}
-    for w in log.writes:
-        if write_ids is not None and w.write_id not in write_ids:
-            continue
+    for i, w in enumerate(todo):
         idx = indexes.get(w.conversation_id)
         if idx is None:
             idx = indexes[w.conversation_id] = ConversationIndex(log.conversations[w.conversation_id])
         yield idx.views(w, settings)
+        if last[w.conversation_id] == i:
+            del indexes[w.conversation_id]
