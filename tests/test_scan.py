@@ -220,3 +220,42 @@ def test_a_write_insufficient_after_a_capped_search_is_unresolved_and_replay_exc
         cases = {c.write_id: c for c in load_cases(run, ev)}
         assert cases["w-capped"].truth is None and cases["w-capped"].excluded == "unresolved"
         assert cases["w-open"].truth is False
+
+
+@pytest.mark.slow
+def test_a_damaged_stage_file_is_redone_and_said(scanned, tmp_path):
+    run, report, log = scanned
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    p = copy / "obligations.jsonl"
+    p.write_bytes(p.read_bytes()[:-30])  # cut mid-line, as a full disk or a careless edit leaves it
+    r = runner.invoke(app, ["scan", str(log), "-o", str(copy), "--limit", str(N), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert "redoing the obligations stage" in r.output and "obligations.jsonl" in r.output
+    assert read_jsonl(copy / "obligations.jsonl") == read_jsonl(run / "obligations.jsonl")
+    assert json.loads(r.stdout)["scope"] == report["scope"]
+
+
+def test_a_run_folder_in_use_is_refused_naming_the_holder(tmp_path):
+    import os
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "demo.jsonl"
+    (tmp_path / "run").mkdir()
+    with runs.lock(tmp_path / "run"):
+        r = runner.invoke(app, ["scan", str(log), "-o", str(tmp_path / "run"), "--backend", "llamacpp",
+                                "--model", "smollm2"])
+    assert r.exit_code == 2 and f"in use by another derivaudit (pid {os.getpid()})" in r.output
+    assert not (tmp_path / "run" / "views.jsonl").exists()
+
+
+def test_in_process_models_append_every_write():
+    from types import SimpleNamespace
+
+    from derivaudit.scan import ScanConfig, chunk_size
+
+    local = [SimpleNamespace(backend=SimpleNamespace(name=n)) for n in ("llamacpp", "transformers", "llamacpp")]
+    assert chunk_size(ScanConfig(), local) == 1
+    served = [SimpleNamespace(backend=SimpleNamespace(name="vllm"))] * 3
+    assert chunk_size(ScanConfig(), served) == 8
+    assert chunk_size(ScanConfig(chunk=3), local) == 3
