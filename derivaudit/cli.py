@@ -229,7 +229,17 @@ def views(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Show the citation-only and expanded-history evidence views of each memory write."""
-    log = _load(files, history, skip_invalid)
+    from .io import load_lean
+
+    log, texts = load_lean([*(history or []), *files], skip_invalid=skip_invalid)  # text on disk until needed
+    _report_skipped(log)
+    _report_warnings(log.warnings)
+    with contextlib.closing(texts):
+        _views(log, texts, write, format, output, limit_floor)
+
+
+def _views(log: MemoryLog, texts: Any, write: list[str] | None, format: ViewsFmt, output: Path | None,
+           limit_floor: float) -> None:
     wanted = set(write) if write else None
     if wanted:
         unknown = sorted(wanted - {w.write_id for w in log.writes})
@@ -243,12 +253,12 @@ def views(
         sink = atomic_writer(output) if output else contextlib.nullcontext(sys.stdout.buffer)
         with sink as fh, _progress() as bar:
             task = bar.add_task("building views", total=n_total)
-            for v in build_views(log, settings, wanted):
+            for v in build_views(log, settings, wanted, texts.conversation):
                 limited += v.search_limited
                 fh.write(orjson.dumps(v.to_dict()) + b"\n")
                 bar.advance(task)
     else:
-        for v in build_views(log, settings, wanted):
+        for v in build_views(log, settings, wanted, texts.conversation):
             limited += v.search_limited
             _show_views(v)
     share = limited / n_total if n_total else 0.0

@@ -14,7 +14,7 @@ candidate passages are restricted to the pre-write history.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,17 +138,20 @@ class ConversationIndex:
 
 
 def build_views(log: MemoryLog, settings: EvidenceSettings = EvidenceSettings(),
-                write_ids: set[str] | None = None) -> Iterator[Views]:
+                write_ids: set[str] | None = None,
+                hydrate: Callable[[Conversation], Conversation] | None = None) -> Iterator[Views]:
     """Views of every write (or of `write_ids`), in input order; each conversation indexed once, and
     its index dropped after its last write, so that memory holds the indexes of the conversations
-    still in progress (one, for a log grouped by conversation) rather than all of them."""
+    still in progress (one, for a log grouped by conversation) rather than all of them. `hydrate`
+    fills in a conversation's text when it is indexed (`io.load_lean`)."""
     todo = [w for w in log.writes if write_ids is None or w.write_id in write_ids]
     last = {w.conversation_id: i for i, w in enumerate(todo)}
     indexes: dict[str, ConversationIndex] = {}
     for i, w in enumerate(todo):
         idx = indexes.get(w.conversation_id)
         if idx is None:
-            idx = indexes[w.conversation_id] = ConversationIndex(log.conversations[w.conversation_id])
+            conv = log.conversations[w.conversation_id]
+            idx = indexes[w.conversation_id] = ConversationIndex(hydrate(conv) if hydrate else conv)
         yield idx.views(w, settings)
         if last[w.conversation_id] == i:
             del indexes[w.conversation_id]

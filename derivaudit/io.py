@@ -267,7 +267,8 @@ def read_objects(path: str | Path) -> list[tuple[int, dict[str, Any] | None, Pro
 
 
 def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem | None]],
-                   turns: list[Turn], writes: list[Write], problems: list[Problem], keep_text: bool = True) -> None:
+                   turns: list[Turn], writes: list[Write], problems: list[Problem], keep_text: bool = True,
+                   store: TurnTexts | None = None) -> None:
     """Schema-check parsed lines and build records; problems go to `problems`."""
     first: int | None = None  # the first record line of this file: the only place for a header
     for n, obj, prob in items:
@@ -303,9 +304,11 @@ def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Pro
         if kind == "turn":
             turns.append(Turn(
                 conversation_id=obj["conversation_id"], turn_id=obj["turn_id"], order=obj["order"],
-                speaker=obj["speaker"], text=obj["text"] if keep_text else "", time=obj.get("time"),
+                speaker=obj["speaker"], text=obj["text"] if keep_text and store is None else "", time=obj.get("time"),
                 session=obj.get("session"), source=src,
             ))
+            if store is not None:
+                store.add(obj["conversation_id"], obj["turn_id"], obj["text"])
         elif kind == "write":
             writes.append(Write(
                 write_id=obj["write_id"], conversation_id=obj["conversation_id"],
@@ -480,6 +483,68 @@ def check_log(paths: Sequence[str | Path], *, keep_text: bool = True) -> tuple[M
     for p in paths:
         _parse_objects(str(p), _read_lines(Path(p)), turns, writes, problems, keep_text)
     return _assembled(turns, writes, problems)
+
+
+class TurnTexts:
+    """Turn text kept on disk (a temporary SQLite file) while a log is checked, and read back one
+    conversation at a time: `views` then holds one conversation's text, not the whole file's."""
+
+    def __init__(self) -> None:
+        import sqlite3
+
+        self._dir = tempfile.TemporaryDirectory(prefix="derivaudit-texts-")
+        self._db = sqlite3.connect(Path(self._dir.name) / "texts.sqlite")
+        self._db.execute("PRAGMA journal_mode=OFF")
+        self._db.execute("PRAGMA synchronous=OFF")
+        self._db.execute("CREATE TABLE t (conv TEXT, turn TEXT, text TEXT)")
+        self._rows: list[tuple[str, str, str]] = []
+
+    def add(self, conv: str, turn: str, text: str) -> None:
+        self._rows.append((conv, turn, text))
+        if len(self._rows) >= 10_000:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._db.executemany("INSERT INTO t VALUES (?, ?, ?)", self._rows)
+        self._rows = []
+
+    def conversation(self, conv: Conversation) -> Conversation:
+        """The conversation with its turns' text filled in (NFC ids, first text of a turn id)."""
+        if self._rows:
+            self._flush()
+            self._db.execute("CREATE INDEX IF NOT EXISTS tc ON t (conv)")
+        text: dict[str, str] = {}
+        for turn, t in self._db.execute("SELECT turn, text FROM t WHERE conv = ? ORDER BY rowid",
+                                        (conv.conversation_id,)):
+            text.setdefault(unicodedata.normalize("NFC", turn), t)
+        from dataclasses import replace
+
+        return Conversation(conv.conversation_id, [replace(t, text=text.get(t.turn_id, t.text)) for t in conv.turns])
+
+    def close(self) -> None:
+        self._db.close()
+        self._dir.cleanup()
+
+
+def load_lean(paths: Sequence[str | Path], *, skip_invalid: bool = False) -> tuple[MemoryLog, TurnTexts]:
+    """As `load_log`, but turn text goes to a TurnTexts store (close it when done): memory grows
+    with the number of records, and each conversation's text is read back when it is needed."""
+    store = TurnTexts()
+    try:
+        turns: list[Turn] = []
+        writes: list[Write] = []
+        problems: list[Problem] = []
+        for p in paths:
+            _parse_objects(str(p), _read_lines(Path(p)), turns, writes, problems, True, store)
+        log, problems = _assembled(turns, writes, problems)
+    except BaseException:
+        store.close()
+        raise
+    if problems and not skip_invalid:
+        store.close()
+        raise LogError(problems)
+    log.skipped = problems
+    return log, store
 
 
 def _assembled(turns: list[Turn], writes: list[Write], problems: list[Problem]) -> tuple[MemoryLog, list[Problem]]:

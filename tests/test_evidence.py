@@ -137,3 +137,18 @@ def test_view_invariants(rows, max_retrieved, max_passages, floor):
         assert {t.turn_id for t in v.expanded} == cited | set(v.retrieved)
         if v.search_limited:
             assert len(v.retrieved) == min(es.max_retrieved, 16 - len(cited))
+
+
+def test_views_from_text_on_disk_equal_views_from_memory(fixtures):
+    """`views` keeps turn text in a temporary SQLite file and reads one conversation back at a time."""
+    from derivaudit.io import load_lean
+
+    log = load_log(fixtures / "memories.jsonl")
+    lean, texts = load_lean([fixtures / "memories.jsonl"])
+    try:
+        assert all(t.text == "" for c in lean.conversations.values() for t in c.turns)
+        a = [v.to_dict() for v in build_views(log)]
+        b = [v.to_dict() for v in build_views(lean, hydrate=texts.conversation)]
+    finally:
+        texts.close()
+    assert a == b and len(a) == len(log.writes)
