@@ -27,3 +27,18 @@ def test_plots_are_inline_svg():
                 plots.noise_curve({"levels": {"0": {"mean_logodds": 1.0, "admitted_argmax": 1.0},
                                               "2": {"mean_logodds": 0.5, "admitted_argmax": 0.5}}})):
         assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>") and "<path" in svg
+
+
+def test_untrusted_labels_reach_the_svg_escaped_and_without_warnings(recwarn):
+    """Issue 15: a conversation id went raw into SVG text (C0 characters are not XML) and
+    matplotlib warned with the raw glyph on stderr; `$` started mathtext."""
+    import xml.etree.ElementTree as ET
+
+    conv = "c\x1b]0;pwned\x07\u202e $\\frac{1}{0}$"
+    svg = plots.per_conversation([{"conversation_id": conv, "citation_supported": 0.5}])
+    svg += plots.bars({conv: 0.3}, "rate") + plots.rate_lines({conv: [(0, 0.5, (0.4, 0.6))]}, "x", "y")
+    for raw in ("\x1b", "\x07", "\u202e"):
+        assert raw not in svg
+    assert "\\u001b" in svg and "frac" in svg
+    ET.fromstring(plots.bars({conv: 0.3}, "rate"))  # well-formed XML
+    assert not [w for w in recwarn if "Glyph" in str(w.message) or "missing" in str(w.message)]
