@@ -688,8 +688,11 @@ def drift(
     history: History = None,
     against: Annotated[str, typer.Option("--against", help="Compare a rewrite with its round-0 ancestor (root) "
                                          "or its parent.")] = "root",
-    threshold: Annotated[float, typer.Option("--threshold", help="Drift when log-odds > 0 (argmax, default) "
-                                             "or >= this threshold.")] = 0.0,
+    method: Annotated[str, typer.Option("--method", help="versions (each version's time and status, compared; "
+                                        "default) or pair (one yes/no question per kind over both versions).")]
+    = "versions",
+    threshold: Annotated[float, typer.Option("--threshold", help="--method pair: drift when log-odds > 0 (argmax, "
+                                             "default) or >= this threshold.")] = 0.0,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
                                                 "judged pair as JSON (atomic).")] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
@@ -705,17 +708,19 @@ def drift(
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
     """Temporal and modality drift of rewritten memories, per rewriting round (seed 004 §4.3)."""
-    from .drift import AGAINST
+    from .drift import AGAINST, METHODS
     from .drift import drift as run_drift
     from .report.table import print_drift
 
     if against not in AGAINST:
         _bad(f"--against must be {' or '.join(AGAINST)}, not {against!r}")
+    if method not in METHODS:
+        _bad(f"--method must be {' or '.join(METHODS)}, not {method!r}")
     log = _load(files, history or [], skip_invalid)
     roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
     with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
-        report = run_drift(log, pool.get(roles.spec("verifier")), against=against, threshold=threshold,
-                           progress=_stage_progress(bar))
+        report = run_drift(log, pool.get(roles.spec("verifier")), against=against, method=method,
+                           threshold=threshold, progress=_stage_progress(bar))
     if not report["pairs"]:
         _bad("no write of the log has a round (0 = extraction, 1+ = rewrites): nothing to compare; "
              + "; ".join(report["unplaced"][:3]))

@@ -71,7 +71,7 @@ def test_lineage_by_source_id_and_what_cannot_be_placed():
 
 def test_rates_per_round_match_the_known_drift(fixtures):
     log = load_log(fixtures / "drift.jsonl")
-    rep = drift(log, KnownDrift(log), reps=200)
+    rep = drift(log, KnownDrift(log), method="pair", reps=200)
     assert rep["expected"] == {"temporal": {"n": 24, "agreement": 1.0}, "modality": {"n": 24, "agreement": 1.0}}
     r3 = rep["rounds"]["3"]
     assert r3["pairs"] == 6 and r3["temporal"]["drifted"] == 5 and r3["modality"]["drifted"] == 5
@@ -92,7 +92,8 @@ def test_drift_command_end_to_end_on_the_embedded_model(fixtures, tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
     assert rep["pairs"] == 24 and set(rep["rounds"]) == {"0", "1", "2", "3"}
-    assert all(isinstance(x["temporal_logodds"], float) for x in rep["rows"])
+    assert rep["method"] == "versions"
+    assert all(x["later_time"] and x["later_status"] in ("done", "planned", "possible", None) for x in rep["rows"])
     assert json.loads((tmp_path / "d.json").read_text())["pairs"] == 24
     bad = runner.invoke(app, ["drift", str(fixtures / "padding.jsonl")])  # turns only: no write to compare
     assert bad.exit_code == 2 and "nothing to compare" in bad.output
@@ -111,9 +112,76 @@ def test_drift_html_page_is_inert_and_complete(fixtures):
     from derivaudit.report.built import drift_html
 
     log = load_log(fixtures / "drift.jsonl")
-    rep = drift(log, KnownDrift(log), reps=50)
+    rep = drift(log, KnownDrift(log), method="pair", reps=50)
     rep["examples"]["temporal"][0]["later"] = "<script>alert(1)</script>"
     page = drift_html(rep).decode()
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<svg" in page and "Content-Security-Policy" in page and "script-src" not in page
     assert page.count("<tr>") >= 1 + len(rep["rounds"])
+
+
+@pytest.mark.parametrize(("earlier_time", "later_time", "earlier_text", "changed"), [
+    ("october", "october", "I might go in October.", False),
+    ("none", "october", "Maya: maybe the second week of October.", False),  # written in the earlier text
+    ("march 3", "april", "I start on March 3.", True),
+    ("june 1", "june", "The lease starts June 1.", False),  # less precise but written there: not counted
+    ("march 3", "none", "I start on March 3.", False),  # a dropped time is not a changed time
+    ("none", "last year", "My sister lives in Lisbon.", True),  # a time the earlier version never gave
+])
+def test_time_changed(earlier_time, later_time, earlier_text, changed):
+    from derivaudit.drift import time_changed
+
+    assert time_changed(earlier_time, later_time, earlier_text) is changed
+
+
+class ReadsEachVersion:
+    """Answers drift_status by keyword (might -> C, plan -> B, else A) and drift_when with the month
+    the text names, so that the versions method's comparisons are known in advance."""
+
+    name = "reads"
+
+    def __init__(self):
+        self.usage = Usage()
+
+    def identity(self):
+        return {"backend": self.name, "model": "reads"}
+
+    @staticmethod
+    def _text(p):
+        return p.task.split("<record>", 1)[1].split("</record>", 1)[0]
+
+    def score(self, prompts, k=100):
+        out = []
+        for p in prompts:
+            t = self._text(p).lower()
+            status = "C" if "might" in t else "B" if "plan" in t else "A"
+            out.append(Score(4.0 if p.verdict[0] == (status,) else -4.0))
+        return out
+
+    def generate(self, prompts, max_new_tokens=256, json_schema=None, stop=()):
+        import re
+
+        months = "january february march april may june july august september october november december"
+        return [next((w for w in re.findall(r"\w+", self._text(p).lower()) if w in months.split()), "none")
+                for p in prompts]
+
+
+def test_the_versions_method_compares_each_versions_time_and_status():
+    rows = [{"type": "turn", "conversation_id": "c", "turn_id": "t1", "order": 0, "speaker": "Ana",
+             "text": "I might paint the kitchen in May."},
+            {"type": "write", "write_id": "w0", "conversation_id": "c", "text": "Ana might paint the kitchen in May.",
+             "citations": ["t1"], "last_seen_turn": "t1", "round": 0, "source_id": "s"},
+            {"type": "write", "write_id": "w1", "conversation_id": "c", "text": "Ana plans to paint the kitchen in May.",
+             "citations": ["t1"], "last_seen_turn": "t1", "round": 1, "parent_id": "w0", "source_id": "s"},
+            {"type": "write", "write_id": "w2", "conversation_id": "c", "text": "Ana painted the kitchen in June.",
+             "citations": ["t1"], "last_seen_turn": "t1", "round": 2, "parent_id": "w1", "source_id": "s"}]
+    log, problems = check_rows("v.jsonl", rows)
+    assert not problems
+    rep = drift(log, ReadsEachVersion(), reps=50)
+    got = {r["write_id"]: (r["temporal"], r["modality"], r["earlier_status"], r["later_status"]) for r in rep["rows"]}
+    assert got == {"w0": (False, False, "possible", "possible"),  # extraction kept "might ... May"
+                   "w1": (False, True, "possible", "planned"),  # against the root w0
+                   "w2": (True, True, "possible", "done")}
+    assert rep["examples"]["modality"][0]["write_id"] in ("w1", "w2")
+    assert "status: possible -> done" in {__import__("derivaudit.drift").drift.why(e, "modality")
+                                          for e in rep["examples"]["modality"]}

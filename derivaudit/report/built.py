@@ -65,7 +65,10 @@ def families_html(rep: dict[str, Any]) -> bytes:
 def drift_html(rep: dict[str, Any]) -> bytes:
     rows = [[r, str(c["pairs"]), _pct(c["temporal"]["balanced"]), _ci(c["temporal"]["ci"]),
              _pct(c["modality"]["balanced"]), _ci(c["modality"]["ci"])] for r, c in rep["rounds"].items()]
-    parts = [f"<h1>Drift over rewriting rounds</h1><p class=note>{rep['pairs']} pairs, against the "
+    from ..drift import why
+
+    parts = [f"<h1>Drift over rewriting rounds</h1><p class=note>{rep['pairs']} pairs, method "
+             f"{escape(rep.get('method', 'pair'))}, against the "
              f"{escape(rep['against'])}; round 0 = extraction (against the cited turns); conversation-balanced "
              "rates, 95% bootstrap CI over conversations.</p>",
              _table(["round", "pairs", "temporal", "95% CI", "modality", "95% CI"], rows, "drift"),
@@ -75,9 +78,8 @@ def drift_html(rep: dict[str, Any]) -> bytes:
     for kind, ex in rep["examples"].items():
         if ex:
             parts.append(f"<h2>Examples: {escape(kind)} drift</h2>" + _table(
-                ["write", "round", "earlier", "later", "log-odds"],
-                [[e["write_id"], str(e["round"]), e["earlier"], e["later"], f"{e[kind + '_logodds']:+.2f}"]
-                 for e in ex], "examples"))
+                ["write", "round", "earlier", "later", "why"],
+                [[e["write_id"], str(e["round"]), e["earlier"], e["later"], why(e, kind)] for e in ex], "examples"))
     if rep["unplaced"]:
         parts.append("<h2>Not in a lineage</h2>" + _table(["write"], [[n] for n in rep["unplaced"]], "unplaced"))
     return _page("derivaudit drift", "".join(parts))

@@ -74,8 +74,9 @@ def print_rubric(out: Console, m: dict[str, Any] | None) -> None:
 
 def print_drift(out: Console, d: dict[str, Any]) -> None:
     """Drift per round: balanced rate (95% CI over conversations), weighted rate, counts; examples."""
-    t = Table(title=f"Drift per rewriting round (against the {escape(d['against'])}; round 0 = extraction, "
-                    "against the cited turns); conversation-balanced, 95% bootstrap CI over conversations",
+    t = Table(title=f"Drift per rewriting round (method {escape(d.get('method', 'pair'))}, against the "
+                    f"{escape(d['against'])}; round 0 = extraction, against the cited turns); conversation-balanced, "
+                    "95% bootstrap CI over conversations",
               title_justify="left")
     for col in ("round", "pairs", "temporal", "temporal weighted", "modality", "modality weighted"):
         t.add_column(col, justify="right", no_wrap=True)
@@ -86,9 +87,11 @@ def print_drift(out: Console, d: dict[str, Any]) -> None:
             cells += [_pct(k["balanced"]) + _ci(k["ci"]), f"{_pct(k['weighted'])} ({k['drifted']}/{k['judged']})"]
         t.add_row(rnd, str(c["pairs"]), *cells)
     out.print(t)
+    from ..drift import why
+
     for kind, rows in d["examples"].items():
         for r in rows:
-            out.print(f"{kind} drift, round {r['round']} ({r[kind + '_logodds']:+.2f}): "
+            out.print(f"{kind} drift, round {r['round']} ({escape(why(r, kind))}): "
                       f"{escape(' '.join(str(r['earlier']).split()))!r} → {escape(str(r['later']))!r}")
     if d.get("expected"):
         out.print("against meta.drift: " + ", ".join(
