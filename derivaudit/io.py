@@ -271,6 +271,7 @@ def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Pro
                    store: TurnTexts | None = None) -> None:
     """Schema-check parsed lines and build records; problems go to `problems`."""
     first: int | None = None  # the first record line of this file: the only place for a header
+    shared: dict[str, str] = {}  # one string object per conversation id
     for n, obj, prob in items:
         first = n if first is None else first
         if prob is not None:
@@ -302,16 +303,19 @@ def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Pro
             obj["citations"] = [unicodedata.normalize("NFC", c) for c in obj["citations"]]
         src = Source(f, n)
         if kind == "turn":
+            lean = not keep_text  # validate: ids and order only; repeated strings shared
             turns.append(Turn(
-                conversation_id=obj["conversation_id"], turn_id=obj["turn_id"], order=obj["order"],
-                speaker=obj["speaker"], text=obj["text"] if keep_text and store is None else "", time=obj.get("time"),
-                session=obj.get("session"), source=src,
+                conversation_id=shared.setdefault(obj["conversation_id"], obj["conversation_id"]),
+                turn_id=obj["turn_id"], order=obj["order"],
+                speaker="" if lean else obj["speaker"], text=obj["text"] if keep_text and store is None else "",
+                time=None if lean else obj.get("time"), session=None if lean else obj.get("session"), source=src,
             ))
             if store is not None:
                 store.add(obj["conversation_id"], obj["turn_id"], obj["text"])
         elif kind == "write":
             writes.append(Write(
-                write_id=obj["write_id"], conversation_id=obj["conversation_id"],
+                write_id=obj["write_id"], conversation_id=shared.setdefault(obj["conversation_id"],
+                                                                            obj["conversation_id"]),
                 text=obj["text"] if keep_text else "",
                 citations=tuple(obj["citations"]), last_seen_turn=obj["last_seen_turn"],
                 time=obj.get("time"), source_id=obj.get("source_id"), parent_id=obj.get("parent_id"),
