@@ -171,8 +171,9 @@ def test_the_versions_method_compares_each_versions_time_and_status():
              "text": "I might paint the kitchen in May."},
             {"type": "write", "write_id": "w0", "conversation_id": "c", "text": "Ana might paint the kitchen in May.",
              "citations": ["t1"], "last_seen_turn": "t1", "round": 0, "source_id": "s"},
-            {"type": "write", "write_id": "w1", "conversation_id": "c", "text": "Ana plans to paint the kitchen in May.",
-             "citations": ["t1"], "last_seen_turn": "t1", "round": 1, "parent_id": "w0", "source_id": "s"},
+            {"type": "write", "write_id": "w1", "conversation_id": "c",
+             "text": "Ana plans to paint the kitchen in May.", "citations": ["t1"], "last_seen_turn": "t1",
+             "round": 1, "parent_id": "w0", "source_id": "s"},
             {"type": "write", "write_id": "w2", "conversation_id": "c", "text": "Ana painted the kitchen in June.",
              "citations": ["t1"], "last_seen_turn": "t1", "round": 2, "parent_id": "w1", "source_id": "s"}]
     log, problems = check_rows("v.jsonl", rows)
