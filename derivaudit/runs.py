@@ -187,7 +187,7 @@ def verify(run: str | Path) -> None:
     reading a run never goes on with part of it damaged: RunError naming the first bad file."""
     run = Path(run)
     for name in [META, *sorted(_checksums(run))]:
-        if name == META and not (run / META).exists():
+        if not (run / name).exists():  # a required file's absence is `require`'s to report
             continue
         why = damaged(run, name)
         if why:

@@ -34,6 +34,7 @@ class KnownDrift:
         out = []
         for p in prompts:
             later = p.shared.split("Later version of the same memory:\n", 1)[1].strip()
+            later = later.removeprefix("<later>").removesuffix("</later>")
             kind = "temporal" if "when the event happens" in p.task else "modality"
             out.append(Score(3.0 if self.truth[later].get(kind) else -3.0))
         return out
