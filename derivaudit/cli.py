@@ -724,11 +724,10 @@ def drift(
     if not report["pairs"]:
         _bad("no write of the log has a round (0 = extraction, 1+ = rewrites): nothing to compare; "
              + "; ".join(report["unplaced"][:3]))
-    doc = orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
     _write_json(output, report)
     _write_html(html, "drift_html", report)
     if format is Fmt.json:
-        sys.stdout.buffer.write(doc)
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_drift(out, report)
 
@@ -860,11 +859,10 @@ def probe(
         _print_problems(e.problems)
         err.print(f"[red]{len(e.problems)} problem(s); nothing was probed.[/red]")
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    doc = orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
     _write_json(output, report)
     _write_html(html, "probe_html", report)
     if format is Fmt.json:
-        sys.stdout.buffer.write(doc)
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_probe(out, report)
 

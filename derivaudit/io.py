@@ -481,11 +481,16 @@ def check_log(paths: Sequence[str | Path], *, keep_text: bool = True) -> tuple[M
     """Load what is valid and return it with every problem found. File-level failures raise.
     `keep_text=False` (validate) drops turn and write text once checked: memory then grows with
     the number of records, not with their text."""
+    return _collect(paths, keep_text)
+
+
+def _collect(paths: Sequence[str | Path], keep_text: bool = True,
+             store: TurnTexts | None = None) -> tuple[MemoryLog, list[Problem]]:
     turns: list[Turn] = []
     writes: list[Write] = []
     problems: list[Problem] = []
     for p in paths:
-        _parse_objects(str(p), _read_lines(Path(p)), turns, writes, problems, keep_text)
+        _parse_objects(str(p), _read_lines(Path(p)), turns, writes, problems, keep_text, store)
     return _assembled(turns, writes, problems)
 
 
@@ -535,12 +540,7 @@ def load_lean(paths: Sequence[str | Path], *, skip_invalid: bool = False) -> tup
     with the number of records, and each conversation's text is read back when it is needed."""
     store = TurnTexts()
     try:
-        turns: list[Turn] = []
-        writes: list[Write] = []
-        problems: list[Problem] = []
-        for p in paths:
-            _parse_objects(str(p), _read_lines(Path(p)), turns, writes, problems, True, store)
-        log, problems = _assembled(turns, writes, problems)
+        log, problems = _collect(paths, True, store)
     except BaseException:
         store.close()
         raise
