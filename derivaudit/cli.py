@@ -22,7 +22,7 @@ from rich.table import Table
 
 from . import __version__
 from .evidence import EvidenceSettings, Views, build_views
-from .io import LogError, atomic_writer, check_log, load_log
+from .io import LogError, atomic_writer, load_log
 from .models import DEFAULT_BACKEND, DEFAULT_MODEL
 from .records import MemoryLog, Problem
 from .runs import RunError
@@ -159,22 +159,26 @@ def validate(
 ) -> None:
     """Check memory logs against schema v1 and the history rules. Exit 0 when clean (or, with
     --skip-invalid, when what is left is usable), 2 when not."""
+    from .spill import SpilledLog
+
     paths = [*(history or []), *files]
-    try:
-        log, problems = check_log(paths, keep_text=False)
-        warnings = log.warnings
+    try:  # records on disk, one conversation in memory at a time: any log size fits
+        with SpilledLog(paths, keep_text=False) as log:
+            problems, warnings = log.problems, log.warnings
+            n_conv, n_turns, n_writes = log.n_conversations, log.n_turns, len(log.write_ids)
     except LogError as e:
-        log, problems, warnings = None, e.problems, []
+        problems, warnings = e.problems, []
+        n_conv = n_turns = n_writes = None
     if strict:
         problems, warnings = sorted([*problems, *warnings], key=lambda p: (p.file, p.line or 0)), []
-    fatal = bool(problems) and (not skip_invalid or log is None or not (log.writes or log.conversations))
+    fatal = bool(problems) and (not skip_invalid or n_conv is None or not (n_writes or n_conv))
     if format is Fmt.json:
         doc = {
             "ok": not fatal,
             "files": [str(p) for p in paths],
-            "conversations": len(log.conversations) if log else 0,
-            "turns": log.n_turns if log else 0,
-            "writes": len(log.writes) if log else 0,
+            "conversations": n_conv or 0,
+            "turns": n_turns or 0,
+            "writes": n_writes or 0,
             "skipped_records": _records(problems) if skip_invalid else 0,
             "problems": [p.to_dict() for p in problems],
             "warnings": [p.to_dict() for p in warnings],
@@ -183,8 +187,7 @@ def validate(
     else:
         _print_problems(problems, limit=len(problems))
         _report_warnings(warnings, limit=len(warnings))
-        counts = (f"{len(log.conversations)} conversations, {log.n_turns} turns, {len(log.writes)} writes"
-                  if log is not None else "")
+        counts = f"{n_conv} conversations, {n_turns} turns, {n_writes} writes" if n_conv is not None else ""
         if not problems:
             err.print(f"[green]ok[/green]: {counts}" + (f"; {len(warnings)} warning(s)" if warnings else ""))
         elif not fatal:
@@ -229,36 +232,35 @@ def views(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Show the citation-only and expanded-history evidence views of each memory write."""
-    from .io import load_lean
+    from .spill import SpilledLog
 
-    log, texts = load_lean([*(history or []), *files], skip_invalid=skip_invalid)  # text on disk until needed
-    _report_skipped(log)
-    _report_warnings(log.warnings)
-    with contextlib.closing(texts):
-        _views(log, texts, write, format, output, limit_floor)
+    with SpilledLog([*(history or []), *files]) as log:  # one conversation in memory at a time
+        log.raise_problems(skip_invalid=skip_invalid)
+        _report_skipped(log)
+        _report_warnings(log.warnings)
+        _views(log, write, format, output, limit_floor)
 
 
-def _views(log: MemoryLog, texts: Any, write: list[str] | None, format: ViewsFmt, output: Path | None,
-           limit_floor: float) -> None:
+def _views(log: Any, write: list[str] | None, format: ViewsFmt, output: Path | None, limit_floor: float) -> None:
     wanted = set(write) if write else None
     if wanted:
-        unknown = sorted(wanted - {w.write_id for w in log.writes})
+        unknown = sorted(wanted - set(log.write_ids))
         if unknown:
             err.print(f"[red]error[/red]: unknown write id(s): {escape(', '.join(unknown))}")
             raise typer.Exit(EXIT_BAD_INPUT)
     settings = EvidenceSettings(limit_floor=limit_floor)
-    n_total = len(wanted) if wanted else len(log.writes)
+    n_total = len(wanted) if wanted else len(log.write_ids)
     limited = 0
     if format is ViewsFmt.jsonl or output is not None:
         sink = atomic_writer(output) if output else contextlib.nullcontext(sys.stdout.buffer)
         with sink as fh, _progress() as bar:
             task = bar.add_task("building views", total=n_total)
-            for v in build_views(log, settings, wanted, texts.conversation):
+            for v in build_views(log, settings, wanted):
                 limited += v.search_limited
                 fh.write(orjson.dumps(v.to_dict()) + b"\n")
                 bar.advance(task)
     else:
-        for v in build_views(log, settings, wanted, texts.conversation):
+        for v in build_views(log, settings, wanted):
             limited += v.search_limited
             _show_views(v)
     share = limited / n_total if n_total else 0.0

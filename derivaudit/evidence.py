@@ -13,14 +13,18 @@ candidate passages are restricted to the pre-write history.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rank_bm25 import BM25Okapi
 
 from .records import MAX_PASSAGES, MAX_RETRIEVED, Conversation, MemoryLog, Turn, Write
+
+if TYPE_CHECKING:
+    from .spill import SpilledLog
 
 # Standard English stop words (the NLTK list, lower-cased, apostrophes removed).
 STOP_WORDS = frozenset("""
@@ -137,21 +141,29 @@ class ConversationIndex:
         )
 
 
-def build_views(log: MemoryLog, settings: EvidenceSettings = EvidenceSettings(),
-                write_ids: set[str] | None = None,
-                hydrate: Callable[[Conversation], Conversation] | None = None) -> Iterator[Views]:
-    """Views of every write (or of `write_ids`), in input order; each conversation indexed once, and
-    its index dropped after its last write, so that memory holds the indexes of the conversations
-    still in progress (one, for a log grouped by conversation) rather than all of them. `hydrate`
-    fills in a conversation's text when it is indexed (`io.load_lean`)."""
+def build_views(log: MemoryLog | SpilledLog, settings: EvidenceSettings = EvidenceSettings(),
+                write_ids: set[str] | None = None) -> Iterator[Views]:
+    """Views of every write (or of `write_ids`), in input order; each conversation indexed once.
+    For a loaded log, an index is dropped after its conversation's last write, so memory holds the
+    indexes of the conversations still in progress; a `spill.SpilledLog` (the `views` command) is
+    read one conversation at a time, so memory holds one conversation whatever the log's size."""
+    if not isinstance(log, MemoryLog):
+        return log.each(lambda conv: functools.partial(_view, ConversationIndex(conv), settings), write_ids)
+    return _build_views(log, settings, write_ids)
+
+
+def _view(index: ConversationIndex, settings: EvidenceSettings, write: Write) -> Views:
+    return index.views(write, settings)
+
+
+def _build_views(log: MemoryLog, settings: EvidenceSettings, write_ids: set[str] | None) -> Iterator[Views]:
     todo = [w for w in log.writes if write_ids is None or w.write_id in write_ids]
     last = {w.conversation_id: i for i, w in enumerate(todo)}
     indexes: dict[str, ConversationIndex] = {}
     for i, w in enumerate(todo):
         idx = indexes.get(w.conversation_id)
         if idx is None:
-            conv = log.conversations[w.conversation_id]
-            idx = indexes[w.conversation_id] = ConversationIndex(hydrate(conv) if hydrate else conv)
+            idx = indexes[w.conversation_id] = ConversationIndex(log.conversations[w.conversation_id])
         yield idx.views(w, settings)
         if last[w.conversation_id] == i:
             del indexes[w.conversation_id]

@@ -266,10 +266,10 @@ def read_objects(path: str | Path) -> list[tuple[int, dict[str, Any] | None, Pro
     return list(_read_lines(Path(path)))
 
 
-def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem | None]],
-                   turns: list[Turn], writes: list[Write], problems: list[Problem], keep_text: bool = True,
-                   store: TurnTexts | None = None) -> None:
-    """Schema-check parsed lines and build records; problems go to `problems`."""
+def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem | None]],
+             problems: list[Problem], keep_text: bool = True) -> Iterator[Turn | Write]:
+    """Schema-check parsed lines and yield their records; problems go to `problems`. Without
+    `keep_text` (validate), turns and writes keep ids, order and lineage only."""
     first: int | None = None  # the first record line of this file: the only place for a header
     shared: dict[str, str] = {}  # one string object per conversation id
     for n, obj, prob in items:
@@ -303,92 +303,107 @@ def _parse_objects(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Pro
             obj["citations"] = [unicodedata.normalize("NFC", c) for c in obj["citations"]]
         src = Source(f, n)
         if kind == "turn":
-            lean = not keep_text  # validate: ids and order only; repeated strings shared
-            turns.append(Turn(
+            yield Turn(
                 conversation_id=shared.setdefault(obj["conversation_id"], obj["conversation_id"]),
                 turn_id=obj["turn_id"], order=obj["order"],
-                speaker="" if lean else obj["speaker"], text=obj["text"] if keep_text and store is None else "",
-                time=None if lean else obj.get("time"), session=None if lean else obj.get("session"), source=src,
-            ))
-            if store is not None:
-                store.add(obj["conversation_id"], obj["turn_id"], obj["text"])
+                speaker=obj["speaker"] if keep_text else "", text=obj["text"] if keep_text else "",
+                time=obj.get("time") if keep_text else None, session=obj.get("session") if keep_text else None,
+                source=src,
+            )
         elif kind == "write":
-            writes.append(Write(
+            yield Write(
                 write_id=obj["write_id"], conversation_id=shared.setdefault(obj["conversation_id"],
                                                                             obj["conversation_id"]),
                 text=obj["text"] if keep_text else "",
                 citations=tuple(obj["citations"]), last_seen_turn=obj["last_seen_turn"],
                 time=obj.get("time"), source_id=obj.get("source_id"), parent_id=obj.get("parent_id"),
                 operation=obj.get("operation"), round=obj.get("round"), valid=obj.get("valid"),
-                verified_correction=obj.get("verified_correction"), meta=obj.get("meta"), source=src,
-            ))
+                verified_correction=obj.get("verified_correction"), meta=obj.get("meta") if keep_text else None,
+                source=src,
+            )
 
 
 def _where(src: Source | None) -> str:
     return f"{src.file}:{src.line}" if src else "?"
 
 
+def _problem(rec: Turn | Write, fld: str | None, code: str, msg: str) -> Problem:
+    s = rec.source
+    return Problem(s.file if s else "?", s.line if s else None, fld, code, msg)
+
+
 def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem]) -> MemoryLog:
     """Cross-record checks. Bad records are dropped here and their problems added to `problems`."""
-
-    def bad(rec: Turn | Write, fld: str | None, code: str, msg: str) -> None:
-        s = rec.source
-        problems.append(Problem(s.file if s else "?", s.line if s else None, fld, code, msg))
-
-    by_conv: dict[str, dict[str, Turn]] = {}
-    orders: dict[str, dict[int, Turn]] = {}
+    by_conv: dict[str, list[Turn]] = {}
     for t in turns:
-        seen = by_conv.setdefault(t.conversation_id, {})
-        if t.turn_id in seen:
-            bad(t, "turn_id", "duplicate_turn_id",
-                f"turn {t.turn_id!r} of conversation {t.conversation_id!r} already defined at "
-                f"{_where(seen[t.turn_id].source)}")
-            continue
-        ords = orders.setdefault(t.conversation_id, {})
-        if t.order in ords:
-            bad(t, "order", "duplicate_order",
-                f"order {t.order} of conversation {t.conversation_id!r} already used by turn "
-                f"{ords[t.order].turn_id!r} at {_where(ords[t.order].source)}")
-            continue
-        seen[t.turn_id] = t
-        ords[t.order] = t
-    convs = {cid: Conversation(cid, list(ts.values())) for cid, ts in by_conv.items()}
-
-    kept: list[Write] = []
-    seen_w: dict[str, Write] = {}  # only accepted writes claim their id (--skip-invalid keeps a later valid one)
-    for w in writes:
-        if w.write_id in seen_w:
-            bad(w, "write_id", "duplicate_write_id",
-                f"write {w.write_id!r} already defined at {_where(seen_w[w.write_id].source)}")
-            continue
-        conv = convs.get(w.conversation_id)
-        if conv is None:
-            bad(w, "conversation_id", "conversation_without_turns",
-                f"conversation {w.conversation_id!r} has no turns in the loaded files "
-                "(pass the history file too, e.g. --history)")
-            continue
-        ok = True
-        point = conv.position.get(w.last_seen_turn)
-        if point is None:
-            bad(w, "last_seen_turn", "unknown_write_point",
-                f"turn {w.last_seen_turn!r} is not a turn of conversation {w.conversation_id!r}")
-            ok = False
-        for i, c in enumerate(w.citations):
-            pos = conv.position.get(c)
-            if pos is None:
-                bad(w, f"citations[{i}]", "unknown_citation",
-                    f"cites turn {c!r}, which is not a turn of conversation {w.conversation_id!r}")
-                ok = False
-            elif point is not None and pos > point:
-                bad(w, f"citations[{i}]", "citation_after_write",
-                    f"cites turn {c!r} (order {conv.turns[pos].order}), which comes after the write point "
-                    f"{w.last_seen_turn!r} (order {conv.turns[point].order}): leakage from the future")
-                ok = False
-        if ok:
-            kept.append(w)
-            seen_w[w.write_id] = w
-    kept = _check_lineage(kept, {w.write_id for w in writes}, bad)
+        by_conv.setdefault(t.conversation_id, []).append(t)
+    convs = {cid: conversation(ts, problems) for cid, ts in by_conv.items()}
+    kept = accept_writes(((w, write_problems(w, convs.get(w.conversation_id))) for w in writes), problems)
     return MemoryLog(conversations=convs, writes=kept, warnings=_id_warnings(convs, kept))
+
+
+def conversation(turns: list[Turn], problems: list[Problem]) -> Conversation:
+    """One conversation's turns (in input order) as a Conversation: a repeated turn id or order is
+    a problem and the later turn is dropped."""
+    seen: dict[str, Turn] = {}
+    orders: dict[int, Turn] = {}
+    for t in turns:
+        if t.turn_id in seen:
+            problems.append(_problem(t, "turn_id", "duplicate_turn_id",
+                                     f"turn {t.turn_id!r} of conversation {t.conversation_id!r} already defined at "
+                                     f"{_where(seen[t.turn_id].source)}"))
+        elif t.order in orders:
+            problems.append(_problem(t, "order", "duplicate_order",
+                                     f"order {t.order} of conversation {t.conversation_id!r} already used by turn "
+                                     f"{orders[t.order].turn_id!r} at {_where(orders[t.order].source)}"))
+        else:
+            seen[t.turn_id] = orders[t.order] = t
+    return Conversation(turns[0].conversation_id, list(seen.values()))
+
+
+def write_problems(w: Write, conv: Conversation | None) -> list[Problem]:
+    """What is wrong with a write against its conversation (write point, citations); [] when fine.
+    Depends on no other write, so a log can be checked one conversation at a time."""
+    if conv is None:
+        return [_problem(w, "conversation_id", "conversation_without_turns",
+                         f"conversation {w.conversation_id!r} has no turns in the loaded files "
+                         "(pass the history file too, e.g. --history)")]
+    out = []
+    point = conv.position.get(w.last_seen_turn)
+    if point is None:
+        out.append(_problem(w, "last_seen_turn", "unknown_write_point",
+                            f"turn {w.last_seen_turn!r} is not a turn of conversation {w.conversation_id!r}"))
+    for i, c in enumerate(w.citations):
+        pos = conv.position.get(c)
+        if pos is None:
+            out.append(_problem(w, f"citations[{i}]", "unknown_citation",
+                                f"cites turn {c!r}, which is not a turn of conversation {w.conversation_id!r}"))
+        elif point is not None and pos > point:
+            out.append(_problem(w, f"citations[{i}]", "citation_after_write",
+                                f"cites turn {c!r} (order {conv.turns[pos].order}), which comes after the write "
+                                f"point {w.last_seen_turn!r} (order {conv.turns[point].order}): leakage from the "
+                                "future"))
+    return out
+
+
+def accept_writes(checked: Iterable[tuple[Write, list[Problem]]], problems: list[Problem]) -> list[Write]:
+    """The writes kept, in input order: a write with problems is dropped (its problems reported);
+    only accepted writes claim their id, so a later one with a taken id is a duplicate (and
+    --skip-invalid keeps a valid write whose id an earlier rejected write also used); then lineage."""
+    kept: list[Write] = []
+    seen: dict[str, Write] = {}
+    all_ids: set[str] = set()
+    for w, probs in checked:
+        all_ids.add(w.write_id)
+        if w.write_id in seen:
+            problems.append(_problem(w, "write_id", "duplicate_write_id",
+                                     f"write {w.write_id!r} already defined at {_where(seen[w.write_id].source)}"))
+        elif probs:
+            problems.extend(probs)
+        else:
+            kept.append(w)
+            seen[w.write_id] = w
+    return _check_lineage(kept, all_ids, lambda *a: problems.append(_problem(*a)))
 
 
 def _check_lineage(writes: list[Write], all_ids: set[str], bad: Any) -> list[Write]:
@@ -447,108 +462,53 @@ def _skeleton(s: str) -> str:
                    if unicodedata.category(c) not in ("Cf", "Cc"))
 
 
-def _id_warnings(convs: dict[str, Conversation], writes: list[Write]) -> list[Problem]:
+def id_warnings(kind: str, items: Iterable[tuple[str, Source | None]], out: list[Problem]) -> None:
     """Ids a person would misread: invisible characters, letters of two scripts that look alike, or
-    two ids that read the same (NFKC, invisible characters aside)."""
+    two ids of `items` that read the same (NFKC, invisible characters aside)."""
     from .safe import has_controls
 
+    seen: dict[str, str] = {}
+    for ident, src in items:
+        where = (src.file if src else "?", src.line if src else None)
+        if has_controls(ident):
+            out.append(Problem(*where, kind, "invisible_in_id", "holds control, bidi or zero-width "
+                               "characters (shown escaped)"))
+        scripts = {unicodedata.name(c, "").split(" ")[0] for c in ident if c.isalpha()} & set(_SCRIPTS)
+        if len(scripts) > 1:
+            out.append(Problem(*where, kind, "mixed_script_id", f"mixes {' and '.join(sorted(scripts))} letters, "
+                               "which can look identical"))
+        key = _skeleton(ident)
+        if key in seen and seen[key] != ident:
+            out.append(Problem(*where, kind, "confusable_id", f"reads the same as {seen[key]!r} but differs"))
+        seen.setdefault(key, ident)
+
+
+def _id_warnings(convs: dict[str, Conversation], writes: list[Write]) -> list[Problem]:
     out: list[Problem] = []
-
-    def check(kind: str, items: list[tuple[str, Source | None]]) -> None:
-        seen: dict[str, str] = {}
-        for ident, src in items:
-            where = (src.file if src else "?", src.line if src else None)
-            if has_controls(ident):
-                out.append(Problem(*where, kind, "invisible_in_id", "holds control, bidi or zero-width "
-                                   "characters (shown escaped)"))
-            scripts = {unicodedata.name(c, "").split(" ")[0] for c in ident if c.isalpha()} & set(_SCRIPTS)
-            if len(scripts) > 1:
-                out.append(Problem(*where, kind, "mixed_script_id", f"mixes {' and '.join(sorted(scripts))} letters, "
-                                   "which can look identical"))
-            key = _skeleton(ident)
-            if key in seen and seen[key] != ident:
-                out.append(Problem(*where, kind, "confusable_id", f"reads the same as {seen[key]!r} but differs"))
-            seen.setdefault(key, ident)
-
-    check("conversation_id", [(c, (cv.turns[0].source if cv.turns else None)) for c, cv in convs.items()])
+    id_warnings("conversation_id", [(c, (cv.turns[0].source if cv.turns else None)) for c, cv in convs.items()], out)
     for cv in convs.values():
-        check("turn_id", [(t.turn_id, t.source) for t in cv.turns])
-    check("write_id", [(w.write_id, w.source) for w in writes])
+        id_warnings("turn_id", [(t.turn_id, t.source) for t in cv.turns], out)
+    id_warnings("write_id", [(w.write_id, w.source) for w in writes], out)
     return out
 
 
-def check_log(paths: Sequence[str | Path], *, keep_text: bool = True) -> tuple[MemoryLog, list[Problem]]:
+def read_records(path: str | Path, problems: list[Problem], *, keep_text: bool = True) -> Iterator[Turn | Write]:
+    """The records of one JSONL file, streamed and schema-checked (problems appended), before the
+    cross-record checks."""
+    return _records(str(path), _read_lines(Path(path)), problems, keep_text)
+
+
+def check_log(paths: Sequence[str | Path]) -> tuple[MemoryLog, list[Problem]]:
     """Load what is valid and return it with every problem found. File-level failures raise.
-    `keep_text=False` (validate) drops turn and write text once checked: memory then grows with
-    the number of records, not with their text."""
-    return _collect(paths, keep_text)
-
-
-def _collect(paths: Sequence[str | Path], keep_text: bool = True,
-             store: TurnTexts | None = None) -> tuple[MemoryLog, list[Problem]]:
+    (For logs larger than memory, `spill.SpilledLog` checks the same rules one conversation at a
+    time.)"""
     turns: list[Turn] = []
     writes: list[Write] = []
     problems: list[Problem] = []
     for p in paths:
-        _parse_objects(str(p), _read_lines(Path(p)), turns, writes, problems, keep_text, store)
+        for r in read_records(p, problems):
+            (turns if isinstance(r, Turn) else writes).append(r)  # type: ignore[arg-type]
     return _assembled(turns, writes, problems)
-
-
-class TurnTexts:
-    """Turn text kept on disk (a temporary SQLite file) while a log is checked, and read back one
-    conversation at a time: `views` then holds one conversation's text, not the whole file's."""
-
-    def __init__(self) -> None:
-        import sqlite3
-
-        self._dir = tempfile.TemporaryDirectory(prefix="derivaudit-texts-")
-        self._db = sqlite3.connect(Path(self._dir.name) / "texts.sqlite")
-        self._db.execute("PRAGMA journal_mode=OFF")
-        self._db.execute("PRAGMA synchronous=OFF")
-        self._db.execute("CREATE TABLE t (conv TEXT, turn TEXT, text TEXT)")
-        self._rows: list[tuple[str, str, str]] = []
-
-    def add(self, conv: str, turn: str, text: str) -> None:
-        self._rows.append((conv, turn, text))
-        if len(self._rows) >= 10_000:
-            self._flush()
-
-    def _flush(self) -> None:
-        self._db.executemany("INSERT INTO t VALUES (?, ?, ?)", self._rows)
-        self._rows = []
-
-    def conversation(self, conv: Conversation) -> Conversation:
-        """The conversation with its turns' text filled in (NFC ids, first text of a turn id)."""
-        if self._rows:
-            self._flush()
-            self._db.execute("CREATE INDEX IF NOT EXISTS tc ON t (conv)")
-        text: dict[str, str] = {}
-        for turn, t in self._db.execute("SELECT turn, text FROM t WHERE conv = ? ORDER BY rowid",
-                                        (conv.conversation_id,)):
-            text.setdefault(unicodedata.normalize("NFC", turn), t)
-        from dataclasses import replace
-
-        return Conversation(conv.conversation_id, [replace(t, text=text.get(t.turn_id, t.text)) for t in conv.turns])
-
-    def close(self) -> None:
-        self._db.close()
-        self._dir.cleanup()
-
-
-def load_lean(paths: Sequence[str | Path], *, skip_invalid: bool = False) -> tuple[MemoryLog, TurnTexts]:
-    """As `load_log`, but turn text goes to a TurnTexts store (close it when done): memory grows
-    with the number of records, and each conversation's text is read back when it is needed."""
-    store = TurnTexts()
-    try:
-        log, problems = _collect(paths, True, store)
-    except BaseException:
-        store.close()
-        raise
-    if problems and not skip_invalid:
-        store.close()
-        raise LogError(problems)
-    log.skipped = problems
-    return log, store
 
 
 def _assembled(turns: list[Turn], writes: list[Write], problems: list[Problem]) -> tuple[MemoryLog, list[Problem]]:
@@ -562,7 +522,8 @@ def check_rows(name: str, rows: Sequence[dict[str, Any]]) -> tuple[MemoryLog, li
     turns: list[Turn] = []
     writes: list[Write] = []
     problems: list[Problem] = []
-    _parse_objects(name, ((i, r, None) for i, r in enumerate(rows, start=1)), turns, writes, problems)
+    for r in _records(name, ((i, r, None) for i, r in enumerate(rows, start=1)), problems):
+        (turns if isinstance(r, Turn) else writes).append(r)  # type: ignore[arg-type]
     return _assembled(turns, writes, problems)
 
 

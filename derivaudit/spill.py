@@ -1,0 +1,174 @@
+"""A memory log larger than memory: records on disk, checked and read one conversation at a time.
+
+`io.load_log` holds every record in memory, which `scan` needs and which suits any log a model can
+audit in reasonable time. `validate` and `views` also meet multi-gigabyte exports; for them,
+`SpilledLog` streams the files once into a temporary SQLite file and applies the same checks, with
+the same functions (`io.conversation`, `io.write_problems`, `io.accept_writes`, `io.id_warnings`),
+conversation by conversation. Memory then holds the largest conversation plus one small entry per
+write (id, parent, position; no text), whatever the file size.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .io import LogError, accept_writes, conversation, id_warnings, read_records, write_problems
+from .records import Conversation, Problem, Source, Turn, Write
+
+T = TypeVar("T")
+_BATCH = 10_000
+
+
+class SpilledLog:
+    """The checked log. `problems` and `warnings` as `io.check_log` gives them; the accepted records
+    are read back with `each`. Close it (or use `with`) to delete the temporary file."""
+
+    def __init__(self, paths: Sequence[str | Path], *, keep_text: bool = True) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="derivaudit-log-")
+        self._db = sqlite3.connect(Path(self._dir.name) / "log.sqlite")
+        for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=FILE"):
+            self._db.execute(f"PRAGMA {pragma}")
+        self._db.execute("CREATE TABLE turns (conv TEXT, rec BLOB)")
+        self._db.execute("CREATE TABLE writes (seq INTEGER PRIMARY KEY, conv TEXT, rec BLOB)")
+        self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
+        try:
+            self._load(paths, keep_text)
+            self._check()
+        except BaseException:
+            self.close()
+            raise
+
+    def _load(self, paths: Sequence[str | Path], keep_text: bool) -> None:
+        turns: list[tuple[str, bytes]] = []
+        writes: list[tuple[int, str, bytes]] = []
+        seq = 0
+        for p in paths:
+            for r in read_records(p, self.problems, keep_text=keep_text):
+                blob = pickle.dumps(r, pickle.HIGHEST_PROTOCOL)
+                if isinstance(r, Turn):
+                    turns.append((r.conversation_id, blob))
+                else:
+                    writes.append((seq, r.conversation_id, blob))
+                    seq += 1
+                if len(turns) + len(writes) >= _BATCH:
+                    self._insert(turns, writes)
+        self._insert(turns, writes)
+        self._db.execute("CREATE INDEX turns_conv ON turns (conv)")
+        self._db.execute("CREATE INDEX writes_conv ON writes (conv)")
+
+    def _insert(self, turns: list[tuple[str, bytes]], writes: list[tuple[int, str, bytes]]) -> None:
+        self._db.executemany("INSERT INTO turns VALUES (?, ?)", turns)
+        self._db.executemany("INSERT INTO writes VALUES (?, ?, ?)", writes)
+        turns.clear()
+        writes.clear()
+
+    def _turns(self, conv: str) -> list[Turn]:
+        return [pickle.loads(b) for (b,) in self._db.execute(
+            "SELECT rec FROM turns WHERE conv = ? ORDER BY rowid", (conv,))]
+
+    def _writes(self, conv: str | None) -> list[tuple[int, Write]]:
+        sql = ("SELECT seq, rec FROM writes WHERE conv = ? ORDER BY seq" if conv is not None else
+               "SELECT seq, rec FROM writes WHERE conv NOT IN (SELECT conv FROM turns) ORDER BY seq")
+        return [(s, pickle.loads(b)) for s, b in self._db.execute(sql, (conv,) if conv is not None else ())]
+
+    def _check(self) -> None:
+        # conversations in the order their first turn appears, as io.check_log orders them
+        self._convs = [c for (c,) in self._db.execute("SELECT conv FROM turns GROUP BY conv ORDER BY MIN(rowid)")]
+        checked: list[tuple[int, Write, list[Problem]]] = []
+        group: dict[int, int] = {}  # write seq -> index of its conversation
+        firsts, turn_warnings = [], []
+        self.n_turns = 0
+        files: dict[str, str] = {}
+
+        def lean(w: Write, cid: str) -> Write:  # what acceptance and lineage read, strings shared
+            src = w.source and Source(files.setdefault(w.source.file, w.source.file), w.source.line)
+            return Write(w.write_id, cid, "", (), "", parent_id=w.parent_id, source=src)
+
+        for i, cid in enumerate(self._convs):
+            conv = conversation(self._turns(cid), self.problems)
+            self.n_turns += len(conv.turns)
+            firsts.append((cid, conv.turns[0].source))
+            id_warnings("turn_id", ((t.turn_id, t.source) for t in conv.turns), turn_warnings)
+            for seq, w in self._writes(cid):
+                checked.append((seq, lean(w, cid), write_problems(w, conv)))
+                group[seq] = i
+        for seq, w in self._writes(None):
+            checked.append((seq, lean(w, w.conversation_id), write_problems(w, None)))
+        checked.sort(key=lambda x: x[0])
+        kept = accept_writes(((w, p) for _, w, p in checked), self.problems)
+        ids = {id(w) for w in kept}
+        self._seq = {w.write_id: s for s, w, _ in checked if id(w) in ids}  # accepted writes, input order
+        self._group = {s: group[s] for s in self._seq.values()}
+        self.problems.sort(key=lambda p: (p.file, p.line or 0))
+        id_warnings("conversation_id", firsts, self.warnings)
+        self.warnings += turn_warnings
+        id_warnings("write_id", [(w.write_id, w.source) for w in kept], self.warnings)
+
+    @property
+    def n_conversations(self) -> int:
+        return len(self._convs)
+
+    @property
+    def write_ids(self) -> list[str]:
+        """The accepted writes' ids, in input order."""
+        return list(self._seq)
+
+    @property
+    def skipped(self) -> list[Problem]:
+        """What `skip_invalid` leaves out (as `MemoryLog.skipped`)."""
+        return self.problems
+
+    def raise_problems(self, *, skip_invalid: bool = False) -> None:
+        """As `io.load_log`: any problem raises LogError unless `skip_invalid`."""
+        if self.problems and not skip_invalid:
+            raise LogError(self.problems)
+
+    def each(self, make: Callable[[Conversation], Callable[[Write], T]],
+             write_ids: Iterable[str] | None = None) -> Iterator[T]:
+        """`make(conversation)(write)` for every accepted write (or those of `write_ids`), yielded in
+        input order. One conversation is in memory at a time; when the log interleaves conversations,
+        results wait in the temporary file until their turn."""
+        seqs = set(self._seq.values()) if write_ids is None else {self._seq[i] for i in write_ids if i in self._seq}
+        by_seq = sorted(seqs)
+        in_order = by_seq == sorted(seqs, key=lambda s: (self._group[s], s))
+        results = self._results(make, seqs)
+        if in_order:
+            yield from (r for _, r in results)
+            return
+        self._db.execute("CREATE TABLE IF NOT EXISTS results (seq INTEGER PRIMARY KEY, rec BLOB)")
+        self._db.execute("DELETE FROM results")
+        batch: list[tuple[int, bytes]] = []
+        for s, r in results:
+            batch.append((s, pickle.dumps(r, pickle.HIGHEST_PROTOCOL)))
+            if len(batch) >= _BATCH:
+                self._db.executemany("INSERT INTO results VALUES (?, ?)", batch)
+                batch.clear()
+        self._db.executemany("INSERT INTO results VALUES (?, ?)", batch)
+        for (b,) in self._db.execute("SELECT rec FROM results ORDER BY seq"):
+            yield pickle.loads(b)
+
+    def _results(self, make: Callable[[Conversation], Callable[[Write], T]],
+                 seqs: set[int]) -> Iterator[tuple[int, T]]:
+        for cid in self._convs:
+            ws = [(s, w) for s, w in self._writes(cid) if s in seqs]
+            if not ws:
+                continue
+            fn = make(conversation(self._turns(cid), []))
+            for s, w in ws:
+                yield s, fn(w)
+
+    def close(self) -> None:
+        self._db.close()
+        self._dir.cleanup()
+
+    def __enter__(self) -> SpilledLog:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
