@@ -14,6 +14,8 @@ import pickle
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import fields
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +24,19 @@ from .records import Conversation, Problem, Source, Turn, Write
 
 T = TypeVar("T")
 _BATCH = 10_000
+# records travel as plain tuples (pickling a slotted dataclass goes through dataclasses' slow path)
+_FIELDS = {kind: attrgetter(*(f.name for f in fields(kind) if f.name != "source")) for kind in (Turn, Write)}
+
+
+def _pack(r: Turn | Write) -> bytes:
+    src = r.source
+    return pickle.dumps((*_FIELDS[type(r)](r), src.file if src else None, src.line if src else 0),
+                        pickle.HIGHEST_PROTOCOL)
+
+
+def _unpack(kind: type[T], blob: bytes) -> T:
+    *vals, file, line = pickle.loads(blob)
+    return kind(*vals, source=Source(file, line) if file is not None else None)  # type: ignore[call-arg]
 
 
 class SpilledLog:
@@ -50,7 +65,7 @@ class SpilledLog:
         seq = 0
         for p in paths:
             for r in read_records(p, self.problems, keep_text=keep_text):
-                blob = pickle.dumps(r, pickle.HIGHEST_PROTOCOL)
+                blob = _pack(r)
                 if isinstance(r, Turn):
                     turns.append((r.conversation_id, blob))
                 else:
@@ -69,13 +84,13 @@ class SpilledLog:
         writes.clear()
 
     def _turns(self, conv: str) -> list[Turn]:
-        return [pickle.loads(b) for (b,) in self._db.execute(
+        return [_unpack(Turn, b) for (b,) in self._db.execute(
             "SELECT rec FROM turns WHERE conv = ? ORDER BY rowid", (conv,))]
 
     def _writes(self, conv: str | None) -> list[tuple[int, Write]]:
         sql = ("SELECT seq, rec FROM writes WHERE conv = ? ORDER BY seq" if conv is not None else
                "SELECT seq, rec FROM writes WHERE conv NOT IN (SELECT conv FROM turns) ORDER BY seq")
-        return [(s, pickle.loads(b)) for s, b in self._db.execute(sql, (conv,) if conv is not None else ())]
+        return [(s, _unpack(Write, b)) for s, b in self._db.execute(sql, (conv,) if conv is not None else ())]
 
     def _check(self) -> None:
         # conversations in the order their first turn appears, as io.check_log orders them
