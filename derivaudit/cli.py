@@ -165,10 +165,10 @@ def validate(
     try:  # records on disk, one conversation in memory at a time: any log size fits
         with SpilledLog(paths, keep_text=False) as log:
             problems, warnings = log.problems, log.warnings
-            n_conv, n_turns, n_writes = log.n_conversations, log.n_turns, len(log.write_ids)
+            n_conv, n_turns, n_writes, n_reads = log.n_conversations, log.n_turns, len(log.write_ids), log.n_reads
     except LogError as e:
         problems, warnings = e.problems, []
-        n_conv = n_turns = n_writes = None
+        n_conv = n_turns = n_writes = n_reads = None
     if strict:
         problems, warnings = sorted([*problems, *warnings], key=lambda p: (p.file, p.line or 0)), []
     fatal = bool(problems) and (not skip_invalid or n_conv is None or not (n_writes or n_conv))
@@ -179,6 +179,7 @@ def validate(
             "conversations": n_conv or 0,
             "turns": n_turns or 0,
             "writes": n_writes or 0,
+            "reads": n_reads or 0,
             "skipped_records": _records(problems) if skip_invalid else 0,
             "problems": [p.to_dict() for p in problems],
             "warnings": [p.to_dict() for p in warnings],
@@ -187,7 +188,8 @@ def validate(
     else:
         _print_problems(problems, limit=len(problems))
         _report_warnings(warnings, limit=len(warnings))
-        counts = f"{n_conv} conversations, {n_turns} turns, {n_writes} writes" if n_conv is not None else ""
+        counts = (f"{n_conv} conversations, {n_turns} turns, {n_writes} writes"
+                  + (f", {n_reads} reads" if n_reads else "") if n_conv is not None else "")
         if not problems:
             err.print(f"[green]ok[/green]: {counts}" + (f"; {len(warnings)} warning(s)" if warnings else ""))
         elif not fatal:

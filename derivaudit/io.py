@@ -14,7 +14,7 @@ import os
 import re
 import tempfile
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -30,6 +30,7 @@ from .records import (
     Conversation,
     MemoryLog,
     Problem,
+    Read,
     Source,
     Turn,
     Write,
@@ -38,7 +39,7 @@ from .records import (
 SCHEMA_FILE = f"memory-log.v{SCHEMA_VERSION}.schema.json"
 MAX_DEPTH = 64  # nesting of arrays/objects in one line (a record is 2-3 deep; meta may nest more)
 MAX_ORDER = 2**53 - 1  # integers every JSON reader keeps exact
-ID_FIELDS = ("conversation_id", "turn_id", "write_id", "last_seen_turn", "parent_id", "source_id")
+ID_FIELDS = ("conversation_id", "turn_id", "write_id", "last_seen_turn", "parent_id", "source_id", "read_id")
 _KEY_END = re.compile(rb'"[ \t\r\n]*:')  # every key ends so (string values may match too: an upper bound)
 _JSON_TYPES = {
     bool: "boolean",
@@ -266,8 +267,30 @@ def read_objects(path: str | Path) -> list[tuple[int, dict[str, Any] | None, Pro
     return list(_read_lines(Path(path)))
 
 
+def _rank_problems(f: str, n: int, retrieved: list[Any]) -> list[Problem]:
+    """Ranks, when given, number the list 1..n (every item ranked, no gap, no repeat); a memory is
+    retrieved once per read."""
+    out = []
+    ranks = [x.get("rank") if isinstance(x, dict) else None for x in retrieved]
+    if any(r is not None for r in ranks):
+        missing = [i for i, r in enumerate(ranks) if r is None]
+        if missing:
+            out.append(Problem(f, n, f"retrieved[{missing[0]}].rank", "rank_gap",
+                               "some retrieved memories have a rank and this one has none: rank all or none"))
+        elif sorted(ranks) != list(range(1, len(ranks) + 1)):  # type: ignore[type-var]
+            out.append(Problem(f, n, "retrieved", "rank_gap", f"ranks {sorted(ranks)} are not 1..{len(ranks)} "  # type: ignore[type-var]
+                               "(a gap or a repeat)"))
+    seen: set[str] = set()
+    for i, x in enumerate(retrieved):
+        wid = unicodedata.normalize("NFC", x if isinstance(x, str) else x["write_id"])
+        if wid in seen:
+            out.append(Problem(f, n, f"retrieved[{i}]", "duplicate_retrieved", f"memory {wid!r} is listed twice"))
+        seen.add(wid)
+    return out
+
+
 def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem | None]],
-             problems: list[Problem], keep_text: bool = True) -> Iterator[Turn | Write]:
+             problems: list[Problem], keep_text: bool = True) -> Iterator[Turn | Write | Read]:
     """Schema-check parsed lines and yield their records; problems go to `problems`. Without
     `keep_text` (validate), turns and writes keep ids, order and lineage only."""
     first: int | None = None  # the first record line of this file: the only place for a header
@@ -279,8 +302,8 @@ def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem |
             continue
         assert obj is not None
         kind = obj.get("type")
-        if kind not in ("turn", "write", "header"):
-            msg = "missing" if kind is None else f"{_short(kind)} is not one of turn, write, header"
+        if kind not in ("turn", "write", "read", "header"):
+            msg = "missing" if kind is None else f"{_short(kind)} is not one of turn, write, read, header"
             problems.append(Problem(f, n, "type", "missing_field" if kind is None else "bad_value", msg))
             continue
         errs = [Problem(f, n, fld, code, msg)
@@ -289,6 +312,8 @@ def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem |
             if type(obj.get(fld)) is float and not errs:
                 errs.append(Problem(f, n, fld, "wrong_type", f"expected an integer written without a fraction or "
                                     f"exponent (0 to {MAX_ORDER}), got {_short(obj[fld])}"))
+        if kind == "read" and not errs:
+            errs = _rank_problems(f, n, obj["retrieved"])
         if kind == "header" and n != first:
             errs.append(Problem(f, n, "type", "misplaced_header", f"a header belongs on the first line of a file "
                                 f"(line {first} holds the first record)"))
@@ -301,6 +326,8 @@ def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem |
                 obj[fld] = unicodedata.normalize("NFC", v)
         if kind == "write":
             obj["citations"] = [unicodedata.normalize("NFC", c) for c in obj["citations"]]
+            if obj.get("supersedes"):
+                obj["supersedes"] = [unicodedata.normalize("NFC", c) for c in obj["supersedes"]]
         src = Source(f, n)
         if kind == "turn":
             yield Turn(
@@ -318,8 +345,22 @@ def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem |
                 citations=tuple(obj["citations"]), last_seen_turn=obj["last_seen_turn"],
                 time=obj.get("time"), source_id=obj.get("source_id"), parent_id=obj.get("parent_id"),
                 operation=obj.get("operation"), round=obj.get("round"), valid=obj.get("valid"),
-                verified_correction=obj.get("verified_correction"), meta=obj.get("meta") if keep_text else None,
-                source=src,
+                verified_correction=obj.get("verified_correction"),
+                supersedes=tuple(obj["supersedes"]) if obj.get("supersedes") is not None else None,
+                meta=obj.get("meta") if keep_text else None, source=src,
+            )
+        elif kind == "read":
+            items = sorted(({"write_id": x} if isinstance(x, str) else x for x in obj["retrieved"]),
+                           key=lambda x: x.get("rank", 0))  # ranked objects in rank order, else as listed
+            yield Read(
+                read_id=obj["read_id"], conversation_id=shared.setdefault(obj["conversation_id"],
+                                                                          obj["conversation_id"]),
+                last_seen_turn=obj["last_seen_turn"], query=obj["query"] if keep_text else "",
+                retrieved=tuple(unicodedata.normalize("NFC", x["write_id"]) for x in items),
+                scores=tuple(x.get("score") for x in items) if any("score" in x for x in items) else (),
+                time=obj.get("time"), answer=obj.get("answer") if keep_text else None,
+                expected=obj.get("expected") if keep_text else None,
+                meta=obj.get("meta") if keep_text else None, source=src,
             )
 
 
@@ -327,19 +368,69 @@ def _where(src: Source | None) -> str:
     return f"{src.file}:{src.line}" if src else "?"
 
 
-def _problem(rec: Turn | Write, fld: str | None, code: str, msg: str) -> Problem:
+def _problem(rec: Turn | Write | Read, fld: str | None, code: str, msg: str) -> Problem:
     s = rec.source
     return Problem(s.file if s else "?", s.line if s else None, fld, code, msg)
 
 
-def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem]) -> MemoryLog:
+def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem],
+              reads: Sequence[Read] = ()) -> MemoryLog:
     """Cross-record checks. Bad records are dropped here and their problems added to `problems`."""
     by_conv: dict[str, list[Turn]] = {}
     for t in turns:
         by_conv.setdefault(t.conversation_id, []).append(t)
     convs = {cid: conversation(ts, problems) for cid, ts in by_conv.items()}
     kept = accept_writes(((w, write_problems(w, convs.get(w.conversation_id))) for w in writes), problems)
-    return MemoryLog(conversations=convs, writes=kept, warnings=_id_warnings(convs, kept))
+    stored = {w.write_id: (w.conversation_id, point_order(w, convs[w.conversation_id])) for w in kept}
+    read_ok = accept_reads(((r, read_problems(r, convs.get(r.conversation_id), stored)) for r in reads), problems)
+    return MemoryLog(conversations=convs, writes=kept, warnings=_id_warnings(convs, kept), reads=read_ok)
+
+
+def point_order(rec: Write | Read, conv: Conversation) -> int:
+    """The order of the record's last seen turn (which the checks have already found)."""
+    return conv.turns[conv.position[rec.last_seen_turn]].order
+
+
+def read_problems(r: Read, conv: Conversation | None, stored: Mapping[str, tuple[str, int]]) -> list[Problem]:
+    """A read's point is a turn of its conversation; each retrieved memory is an accepted write of
+    the same conversation stored no later than that point. `stored`: write id -> (conversation,
+    order of its write point), accepted writes only."""
+    if conv is None:
+        return [_problem(r, "conversation_id", "conversation_without_turns",
+                         f"conversation {r.conversation_id!r} has no turns in the loaded files")]
+    if r.last_seen_turn not in conv.position:
+        return [_problem(r, "last_seen_turn", "unknown_read_point",
+                         f"turn {r.last_seen_turn!r} is not a turn of conversation {r.conversation_id!r}")]
+    at = point_order(r, conv)
+    out = []
+    for i, wid in enumerate(r.retrieved):
+        where = stored.get(wid)
+        if where is None:
+            out.append(_problem(r, f"retrieved[{i}]", "unknown_memory",
+                                f"{wid!r} is not an accepted write of the loaded files"))
+        elif where[0] != r.conversation_id:
+            out.append(_problem(r, f"retrieved[{i}]", "unknown_memory",
+                                f"{wid!r} belongs to conversation {where[0]!r}, not {r.conversation_id!r}"))
+        elif where[1] > at:
+            out.append(_problem(r, f"retrieved[{i}]", "read_before_write",
+                                f"{wid!r} was written at order {where[1]}, after this read's point (order {at})"))
+    return out
+
+
+def accept_reads(checked: Iterable[tuple[Read, list[Problem]]], problems: list[Problem]) -> list[Read]:
+    """Reads without problems, in input order; the first accepted read claims its id."""
+    kept: list[Read] = []
+    seen: dict[str, Read] = {}
+    for r, probs in checked:
+        if r.read_id in seen:
+            problems.append(_problem(r, "read_id", "duplicate_read_id",
+                                     f"read {r.read_id!r} already defined at {_where(seen[r.read_id].source)}"))
+        elif probs:
+            problems.extend(probs)
+        else:
+            kept.append(r)
+            seen[r.read_id] = r
+    return kept
 
 
 def conversation(turns: list[Turn], problems: list[Problem]) -> Conversation:
@@ -492,7 +583,8 @@ def _id_warnings(convs: dict[str, Conversation], writes: list[Write]) -> list[Pr
     return out
 
 
-def read_records(path: str | Path, problems: list[Problem], *, keep_text: bool = True) -> Iterator[Turn | Write]:
+def read_records(path: str | Path, problems: list[Problem], *,
+                 keep_text: bool = True) -> Iterator[Turn | Write | Read]:
     """The records of one JSONL file, streamed and schema-checked (problems appended), before the
     cross-record checks."""
     return _records(str(path), _read_lines(Path(path)), problems, keep_text)
@@ -504,15 +596,26 @@ def check_log(paths: Sequence[str | Path]) -> tuple[MemoryLog, list[Problem]]:
     time.)"""
     turns: list[Turn] = []
     writes: list[Write] = []
+    reads: list[Read] = []
     problems: list[Problem] = []
     for p in paths:
         for r in read_records(p, problems):
-            (turns if isinstance(r, Turn) else writes).append(r)  # type: ignore[arg-type]
-    return _assembled(turns, writes, problems)
+            _sort(r, turns, writes, reads)
+    return _assembled(turns, writes, problems, reads)
 
 
-def _assembled(turns: list[Turn], writes: list[Write], problems: list[Problem]) -> tuple[MemoryLog, list[Problem]]:
-    log = _assemble(turns, writes, problems)
+def _sort(r: Turn | Write | Read, turns: list[Turn], writes: list[Write], reads: list[Read]) -> None:
+    if isinstance(r, Turn):
+        turns.append(r)
+    elif isinstance(r, Write):
+        writes.append(r)
+    else:
+        reads.append(r)
+
+
+def _assembled(turns: list[Turn], writes: list[Write], problems: list[Problem],
+               reads: Sequence[Read] = ()) -> tuple[MemoryLog, list[Problem]]:
+    log = _assemble(turns, writes, problems, reads)
     problems.sort(key=lambda p: (p.file, p.line or 0))
     return log, problems
 
@@ -521,10 +624,11 @@ def check_rows(name: str, rows: Sequence[dict[str, Any]]) -> tuple[MemoryLog, li
     """Validate in-memory rows exactly as if they were lines 1..n of a file called `name`."""
     turns: list[Turn] = []
     writes: list[Write] = []
+    reads: list[Read] = []
     problems: list[Problem] = []
     for r in _records(name, ((i, r, None) for i, r in enumerate(rows, start=1)), problems):
-        (turns if isinstance(r, Turn) else writes).append(r)  # type: ignore[arg-type]
-    return _assembled(turns, writes, problems)
+        _sort(r, turns, writes, reads)
+    return _assembled(turns, writes, problems, reads)
 
 
 def load_log(paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = False,
@@ -617,8 +721,22 @@ def write_to_dict(w: Write) -> dict[str, Any]:
         "type": "write", "write_id": w.write_id, "conversation_id": w.conversation_id, "text": w.text,
         "citations": list(w.citations), "last_seen_turn": w.last_seen_turn,
     }
-    for k in ("time", "source_id", "parent_id", "operation", "round", "valid", "verified_correction", "meta"):
+    for k in ("time", "source_id", "parent_id", "operation", "round", "valid", "verified_correction", "supersedes",
+              "meta"):
         v = getattr(w, k)
+        if v is not None:
+            d[k] = list(v) if isinstance(v, tuple) else v
+    return d
+
+
+def read_to_dict(r: Read) -> dict[str, Any]:
+    retrieved: list[Any] = list(r.retrieved)
+    if r.scores:
+        retrieved = [{"write_id": w, "score": s} for w, s in zip(r.retrieved, r.scores, strict=True)]
+    d: dict[str, Any] = {"type": "read", "read_id": r.read_id, "conversation_id": r.conversation_id,
+                         "last_seen_turn": r.last_seen_turn, "query": r.query, "retrieved": retrieved}
+    for k in ("time", "answer", "expected", "meta"):
+        v = getattr(r, k)
         if v is not None:
             d[k] = v
     return d

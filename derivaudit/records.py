@@ -52,6 +52,24 @@ class Write:
     round: int | None = None
     valid: bool | None = None
     verified_correction: bool | None = None
+    supersedes: tuple[str, ...] | None = None
+    meta: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    source: Source | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """One retrieval: the memories returned for `query`, best first, at the read point."""
+
+    read_id: str
+    conversation_id: str
+    last_seen_turn: str
+    query: str
+    retrieved: tuple[str, ...]  # write ids in rank order
+    scores: tuple[float | None, ...] = ()  # aligned with `retrieved` when the log gives scores
+    time: str | None = None
+    answer: str | None = None
+    expected: str | None = None
     meta: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     source: Source | None = field(default=None, compare=False)
 
@@ -102,6 +120,7 @@ class MemoryLog:
     writes: list[Write]
     skipped: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)  # loaded anyway; errors under --strict
+    reads: list[Read] = field(default_factory=list)  # in input order
 
     def write(self, write_id: str) -> Write:
         for w in self.writes:

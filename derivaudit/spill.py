@@ -19,16 +19,26 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .io import LogError, accept_writes, conversation, id_warnings, read_records, write_problems
-from .records import Conversation, Problem, Source, Turn, Write
+from .io import (
+    LogError,
+    accept_reads,
+    accept_writes,
+    conversation,
+    id_warnings,
+    point_order,
+    read_problems,
+    read_records,
+    write_problems,
+)
+from .records import Conversation, Problem, Read, Source, Turn, Write
 
 T = TypeVar("T")
 _BATCH = 10_000
 # records travel as plain tuples (pickling a slotted dataclass goes through dataclasses' slow path)
-_FIELDS = {kind: attrgetter(*(f.name for f in fields(kind) if f.name != "source")) for kind in (Turn, Write)}
+_FIELDS = {kind: attrgetter(*(f.name for f in fields(kind) if f.name != "source")) for kind in (Turn, Write, Read)}
 
 
-def _pack(r: Turn | Write) -> bytes:
+def _pack(r: Turn | Write | Read) -> bytes:
     src = r.source
     return pickle.dumps((*_FIELDS[type(r)](r), src.file if src else None, src.line if src else 0),
                         pickle.HIGHEST_PROTOCOL)
@@ -50,6 +60,7 @@ class SpilledLog:
             self._db.execute(f"PRAGMA {pragma}")
         self._db.execute("CREATE TABLE turns (conv TEXT, rec BLOB)")
         self._db.execute("CREATE TABLE writes (seq INTEGER PRIMARY KEY, conv TEXT, rec BLOB)")
+        self._db.execute("CREATE TABLE reads (seq INTEGER PRIMARY KEY, conv TEXT, rec BLOB)")
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
         try:
@@ -62,6 +73,7 @@ class SpilledLog:
     def _load(self, paths: Sequence[str | Path], keep_text: bool) -> None:
         turns: list[tuple[str, bytes]] = []
         writes: list[tuple[int, str, bytes]] = []
+        reads: list[tuple[int, str, bytes]] = []
         seq = 0
         for p in paths:
             for r in read_records(p, self.problems, keep_text=keep_text):
@@ -69,34 +81,40 @@ class SpilledLog:
                 if isinstance(r, Turn):
                     turns.append((r.conversation_id, blob))
                 else:
-                    writes.append((seq, r.conversation_id, blob))
+                    (writes if isinstance(r, Write) else reads).append((seq, r.conversation_id, blob))
                     seq += 1
-                if len(turns) + len(writes) >= _BATCH:
-                    self._insert(turns, writes)
-        self._insert(turns, writes)
-        self._db.execute("CREATE INDEX turns_conv ON turns (conv)")
-        self._db.execute("CREATE INDEX writes_conv ON writes (conv)")
+                if len(turns) + len(writes) + len(reads) >= _BATCH:
+                    self._insert(turns, writes, reads)
+        self._insert(turns, writes, reads)
+        for table in ("turns", "writes", "reads"):
+            self._db.execute(f"CREATE INDEX {table}_conv ON {table} (conv)")
 
-    def _insert(self, turns: list[tuple[str, bytes]], writes: list[tuple[int, str, bytes]]) -> None:
+    def _insert(self, turns: list[tuple[str, bytes]], writes: list[tuple[int, str, bytes]],
+                reads: list[tuple[int, str, bytes]]) -> None:
         self._db.executemany("INSERT INTO turns VALUES (?, ?)", turns)
         self._db.executemany("INSERT INTO writes VALUES (?, ?, ?)", writes)
-        turns.clear()
-        writes.clear()
+        self._db.executemany("INSERT INTO reads VALUES (?, ?, ?)", reads)
+        for rows in (turns, writes, reads):
+            rows.clear()
 
     def _turns(self, conv: str) -> list[Turn]:
         return [_unpack(Turn, b) for (b,) in self._db.execute(
             "SELECT rec FROM turns WHERE conv = ? ORDER BY rowid", (conv,))]
 
-    def _writes(self, conv: str | None) -> list[tuple[int, Write]]:
-        sql = ("SELECT seq, rec FROM writes WHERE conv = ? ORDER BY seq" if conv is not None else
-               "SELECT seq, rec FROM writes WHERE conv NOT IN (SELECT conv FROM turns) ORDER BY seq")
-        return [(s, _unpack(Write, b)) for s, b in self._db.execute(sql, (conv,) if conv is not None else ())]
+    def _writes(self, conv: str | None, table: str = "writes") -> list[tuple[int, Any]]:
+        """The writes (or reads) of a conversation; of conversations without turns when `conv` is None."""
+        kind = Write if table == "writes" else Read
+        sql = (f"SELECT seq, rec FROM {table} WHERE conv = ? ORDER BY seq" if conv is not None else
+               f"SELECT seq, rec FROM {table} WHERE conv NOT IN (SELECT conv FROM turns) ORDER BY seq")
+        return [(s, _unpack(kind, b)) for s, b in self._db.execute(sql, (conv,) if conv is not None else ())]
 
     def _check(self) -> None:
         # conversations in the order their first turn appears, as io.check_log orders them
         self._convs = [c for (c,) in self._db.execute("SELECT conv FROM turns GROUP BY conv ORDER BY MIN(rowid)")]
+        self._conv_set = set(self._convs)
         checked: list[tuple[int, Write, list[Problem]]] = []
         group: dict[int, int] = {}  # write seq -> index of its conversation
+        points: dict[int, int] = {}  # write seq -> order of its write point
         firsts, turn_warnings = [], []
         self.n_turns = 0
         files: dict[str, str] = {}
@@ -111,8 +129,11 @@ class SpilledLog:
             firsts.append((cid, conv.turns[0].source))
             id_warnings("turn_id", ((t.turn_id, t.source) for t in conv.turns), turn_warnings)
             for seq, w in self._writes(cid):
-                checked.append((seq, lean(w, cid), write_problems(w, conv)))
+                probs = write_problems(w, conv)
+                checked.append((seq, lean(w, cid), probs))
                 group[seq] = i
+                if not probs:
+                    points[seq] = point_order(w, conv)
         for seq, w in self._writes(None):
             checked.append((seq, lean(w, w.conversation_id), write_problems(w, None)))
         checked.sort(key=lambda x: x[0])
@@ -120,10 +141,21 @@ class SpilledLog:
         ids = {id(w) for w in kept}
         self._seq = {w.write_id: s for s, w, _ in checked if id(w) in ids}  # accepted writes, input order
         self._group = {s: group[s] for s in self._seq.values()}
+        del checked
+        self.n_reads = self._check_reads({w: (self._convs[self._group[s]], points[s]) for w, s in self._seq.items()})
         self.problems.sort(key=lambda p: (p.file, p.line or 0))
         id_warnings("conversation_id", firsts, self.warnings)
         self.warnings += turn_warnings
         id_warnings("write_id", [(w.write_id, w.source) for w in kept], self.warnings)
+
+    def _check_reads(self, stored: dict[str, tuple[str, int]]) -> int:
+        checked: list[tuple[int, Read, list[Problem]]] = []
+        for cid in [c for (c,) in self._db.execute("SELECT DISTINCT conv FROM reads")]:
+            conv = conversation(self._turns(cid), []) if cid in self._conv_set else None
+            checked += [(s, r, read_problems(r, conv, stored)) for s, r in self._writes(cid, "reads")]
+        checked.sort(key=lambda x: x[0])
+        n = len(accept_reads(((r, p) for _, r, p in checked), self.problems))
+        return n
 
     @property
     def n_conversations(self) -> int:
