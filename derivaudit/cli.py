@@ -270,6 +270,71 @@ def _views(log: Any, write: list[str] | None, format: ViewsFmt, output: Path | N
               + (f"; written to {escape(str(output))}" if output else ""))
 
 
+class EchoFmt(StrEnum):
+    table = "table"
+    json = "json"
+    md = "md"
+
+
+@app.command()
+@handles_bad_input
+def echo(
+    files: Files,
+    history: History = None,
+    k: Annotated[int, typer.Option("--k", min=1, help="Retrieval slots counted per read (seed 003: 5).")] = 5,
+    window: Annotated[int, typer.Option("--window", min=1, help="Reads after a correction that WEP averages.")] = 30,
+    serve: Annotated[str | None, typer.Option("--serve", help="Also replay every logged candidate pool through a "
+                                              "serving rule and compare: fpa (one record per family, "
+                                              "post-correction eligibility, authority first).")] = None,
+    format: Annotated[EchoFmt, typer.Option("--format", help="table, json or md.")] = EchoFmt.table,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or md) here (atomic).")] = None,
+    fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"echo.density>0.3\"; exit 1 "
+                       "when it holds (or when the metric has no value). Repeatable.")] = None,
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Memory echo over read events (seed 003): families from provenance, Echo Density, RRI, WEP."""
+    from .echo import audit_echo
+    from .report.gates import ReportError, evaluate_metric_gates
+    from .report.readpath import echo_markdown, print_echo
+
+    if serve not in (None, "fpa"):
+        _bad(f"--serve {escape(serve)!r}: known serving rules: fpa")
+    if serve is None and any(".fpa" in g for g in fail_if or []):
+        _bad("a gate on an .fpa metric needs --serve fpa")
+    log = load_log([*(history or []), *files], skip_invalid=skip_invalid)
+    _report_skipped(log)
+    doc = audit_echo(log, k=k, window=window, serve=serve).to_dict()
+    try:
+        gates = evaluate_metric_gates(doc["metrics"], fail_if or [],
+                                      empty=None if log.reads else "the log has no read event")
+    except ReportError as e:
+        _bad(str(e))
+    doc["gates"] = gates
+    if not log.reads:
+        err.print("[yellow]warning[/yellow]: the log has no read event; only families and storage (rri_storage) "
+                  "can be measured")
+    if format is EchoFmt.table and output is None:
+        print_echo(out, doc)
+    else:
+        data = echo_markdown(doc).encode() if format is EchoFmt.md else orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+        if output is None:
+            sys.stdout.buffer.write(data + (b"" if data.endswith(b"\n") else b"\n"))
+        else:
+            with atomic_writer(output, "wb") as fh:
+                fh.write(data)
+            err.print(f"wrote {escape(str(output))}")
+    _print_gates(gates)
+
+
+def _print_gates(gates: list[dict[str, Any]]) -> None:
+    for g in gates:
+        value = g["why"] if g.get("why") else f"{g['value']:.4g}"
+        status = "[red]FAILED[/red]" if g["failed"] else "[green]passed[/green]"
+        err.print(f"gate {escape(g['expr'])}: {escape(value)} on the {g['on']} → {status}")
+    if any(g["failed"] for g in gates):
+        raise typer.Exit(EXIT_GATE)
+
+
 @app.command("import")
 @handles_bad_input
 def import_(
@@ -920,9 +985,4 @@ def report(
             with atomic_writer(output, "wb") as fh:
                 fh.write(data)
             err.print(f"wrote {escape(str(output))} ({len(data):,} bytes)")
-    for g in gates:
-        value = g["why"] if g.get("why") else f"{g['value']:.4g}"
-        status = "[red]FAILED[/red]" if g["failed"] else "[green]passed[/green]"
-        err.print(f"gate {escape(g['expr'])}: {value} on the {g['on']} → {status}")
-    if any(g["failed"] for g in gates):
-        raise typer.Exit(EXIT_GATE)
+    _print_gates(gates)

@@ -200,3 +200,34 @@ def test_a_log_without_writes_is_exit_2_unless_allowed(fixtures, tmp_path):
     assert r.exit_code == 0 and 'tests="1"' in r.stdout and 'failures="1"' in r.stdout
     r = run("report", tmp_path / "run", "--format", "json", "--fail-if", "writes<0")
     assert r.exit_code == 1 and "the run has no write" in r.output
+
+
+def test_echo_reports_gates_and_writes_json(fixtures, tmp_path):
+    r = run("echo", fixtures / "echo.jsonl", "--serve", "fpa", "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = orjson.loads(r.stdout)
+    assert doc["metrics"]["echo.reads"] == 32 and doc["metrics"]["echo.density.fpa"] == 0
+    out = tmp_path / "echo.json"
+    r = run("echo", fixtures / "echo.jsonl", "-o", out, "--fail-if", "echo.density.fpa>0.3")
+    assert r.exit_code == 2 and "needs --serve fpa" in r.output
+    r = run("echo", fixtures / "echo.jsonl", "-o", out, "--serve", "fpa", "--fail-if", "echo.density>0.3",
+            "--fail-if", "echo.density.fpa>0.3")
+    assert r.exit_code == 1, r.output  # 0.459 after the correction, as logged
+    assert "echo.density>0.3: 0.4586" in r.output and "FAILED" in r.output
+    assert orjson.loads(out.read_bytes())["gates"][0]["failed"] is True
+    r = run("echo", fixtures / "echo.jsonl", "--fail-if", "echo.densty>0.3")
+    assert r.exit_code == 2 and "unknown metric" in r.output
+    r = run("echo", fixtures / "echo.jsonl", "--serve", "mmr")
+    assert r.exit_code == 2 and "fpa" in r.output
+
+
+def test_echo_without_reads_fails_its_gates_and_says_why(fixtures):
+    r = run("echo", fixtures / "memories.jsonl", "--fail-if", "echo.excess>0.5")
+    assert r.exit_code == 1
+    assert "no read event" in r.output
+
+
+def test_echo_on_bad_reads_is_exit_2_naming_line_and_field(fixtures):
+    r = run("echo", fixtures / "bad" / "reads.jsonl")
+    assert r.exit_code == 2
+    assert "reads.jsonl:9: retrieved[0]:" in r.output and "Traceback" not in r.output

@@ -241,3 +241,26 @@ def test_damaged_gzip_names_the_file(tmp_path):
     p.write_bytes((BAD / "compressed.jsonl.gz").read_bytes()[:40])
     with pytest.raises(LogError, match="gzip-compressed but damaged"):
         load_log(p)
+
+
+def test_read_events_are_validated_naming_line_and_field(fixtures):
+    """Reads: a memory must be an accepted write of the same conversation stored by the read point;
+    ranks number the list 1..n; a memory is listed once; read ids are unique; ranked objects are
+    put in rank order."""
+    from derivaudit.io import check_log
+
+    log, problems = check_log([fixtures / "bad" / "reads.jsonl"])
+    got = [(p.line, p.field, p.code) for p in problems]
+    assert got == [
+        (8, "retrieved[0]", "read_before_write"),
+        (9, "retrieved[0]", "unknown_memory"),
+        (9, "retrieved[1]", "unknown_memory"),  # w3 belongs to conversation d
+        (10, "retrieved", "rank_gap"),
+        (11, "retrieved[1]", "duplicate_retrieved"),
+        (12, "read_id", "duplicate_read_id"),
+        (13, "last_seen_turn", "unknown_read_point"),
+    ]
+    assert [r.read_id for r in log.reads] == ["r1", "r7"]
+    r1, r7 = log.reads
+    assert r1.retrieved == ("w1", "w2") and r1.scores == (None, 0.2)
+    assert r7.retrieved == ("w1", "w2") and (r7.answer, r7.expected) == ("Porto", "Porto")

@@ -11,7 +11,7 @@ from derivaudit.spill import SpilledLog
 def _inputs(fixtures):
     return [*sorted((fixtures / "bad").glob("*.jsonl*")),
             *(fixtures / n for n in ("memories.jsonl", "controls.jsonl", "hostile.jsonl", "malformed.jsonl",
-                                     "drift.jsonl", "demo.jsonl", "padding.jsonl"))]
+                                     "drift.jsonl", "demo.jsonl", "padding.jsonl", "echo.jsonl"))]
 
 
 @pytest.mark.parametrize("keep_text", [True, False])
@@ -30,6 +30,7 @@ def test_spilled_checks_equal_the_loaders_on_every_fixture(fixtures, keep_text):
             assert s.warnings == log.warnings, path.name
             assert (s.n_conversations, s.n_turns) == (len(log.conversations), log.n_turns), path.name
             assert s.write_ids == [w.write_id for w in log.writes], path.name
+            assert s.n_reads == len(log.reads), path.name
             compared += 1
     assert compared >= 10
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .build import METRICS, ReportError
@@ -16,15 +16,17 @@ _GATE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:@[\w.-]+/[\w.-]+)?)\s*(<=|>=|==|!=|<
                    r"\s*(%?)\s*$", re.IGNORECASE)
 
 
-def parse_gate(expr: str) -> tuple[str, str, float]:
+def parse_gate(expr: str, known: Iterable[str] | None = None) -> tuple[str, str, float]:
+    """NAME OP NUMBER; NAME one of `known` (default: the run report's metrics)."""
     m = _GATE.match(expr)
     if not m:
         raise ReportError(f"--fail-if {expr!r}: expected NAME OP NUMBER, e.g. \"unsupported_admitted>0.25\" "
                           f"(OP one of < <= > >= == !=; NUMBER may end in %)")
     name, op, value, pct = m.groups()
-    base = name.split("@", 1)[0].removesuffix(".weighted")
-    if base not in METRICS:
-        raise ReportError(f"--fail-if {expr!r}: unknown metric {name!r} (known: {', '.join(METRICS)})")
+    names = list(METRICS if known is None else known)
+    base = name.split("@", 1)[0].removesuffix(".weighted") if known is None else name
+    if base not in names:
+        raise ReportError(f"--fail-if {expr!r}: unknown metric {name!r} (known: {', '.join(names)})")
     return name, op, float(value) / (100 if pct else 1)
 
 
@@ -43,9 +45,22 @@ def evaluate_gates(report: dict[str, Any], exprs: Sequence[str]) -> list[dict[st
                               + (f" (settings: {', '.join(known)})" if "@" in name and known else
                                  " (run `derivaudit replay` first)" if "@" in name or name in
                                  ("unsupported_admitted", "valid_kept", "auc") else ""))
-        value = values[name]
-        failed = True if value is None or empty else _OPS[op](value, threshold)
-        why = "the run has no write" if empty else "no value in this run" if value is None else None
-        out.append({"expr": expr, "metric": name, "op": op, "threshold": threshold, "value": value,
-                    "on": "change" if "change" in report else "run", "failed": failed, "why": why})
+        out.append(_judge(expr, name, op, threshold, values[name], "change" if "change" in report else "run",
+                          "the run has no write" if empty else None))
     return out
+
+
+def _judge(expr: str, name: str, op: str, threshold: float, value: float | None, on: str,
+           empty: str | None) -> dict[str, Any]:
+    failed = True if value is None or empty else _OPS[op](value, threshold)
+    why = empty or ("no value in this run" if value is None else None)
+    return {"expr": expr, "metric": name, "op": op, "threshold": threshold, "value": value, "on": on,
+            "failed": failed, "why": why}
+
+
+def evaluate_metric_gates(metrics: Mapping[str, float | None], exprs: Sequence[str],
+                          empty: str | None = None) -> list[dict[str, Any]]:
+    """Gates over a flat metrics table (the read-path audits): a metric without a value, or any
+    gate when `empty` says why there is nothing to measure, fails."""
+    parsed = [(e, *parse_gate(e, metrics)) for e in exprs]
+    return [_judge(e, n, op, t, metrics[n], "run", empty) for e, n, op, t in parsed]

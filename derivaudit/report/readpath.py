@@ -1,0 +1,84 @@
+"""The read-path audits (`echo`) for people: a terminal table and Markdown. Ids are untrusted text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..safe import escape
+from .text import md_escape
+
+_ECHO_ROWS = (
+    ("density_pre", "Echo Density before the correction"),
+    ("density", "Echo Density after the correction"),
+    ("wep", "Windowed Echo Persistence"),
+    ("rri", "Reconsolidation Resistance (ranked)"),
+    ("excess", "repeated-family share of top-k slots"),
+)
+
+
+def _fmt(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def echo_rows(doc: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
+    """(metric name, what it is, as logged, as FPA serves it or None)."""
+    m, fpa = doc["metrics"], doc["settings"].get("serve") == "fpa"
+    return [(f"echo.{n}", what, _fmt(m[f"echo.{n}"]), _fmt(m[f"echo.{n}.fpa"]) if fpa else None)
+            for n, what in _ECHO_ROWS]
+
+
+def print_echo(console: Console, doc: dict[str, Any]) -> None:
+    s, m = doc["settings"], doc["metrics"]
+    t = Table(title=f"Memory echo (top {s['k']}, window {s['window']} reads; {int(m['echo.reads'])} reads, "
+              f"{int(m['echo.families'])} families, {int(m['echo.corrections'])} corrections)", title_justify="left")
+    t.add_column("metric")
+    t.add_column("what")
+    t.add_column("logged", justify="right")
+    fpa = s.get("serve") == "fpa"
+    if fpa:
+        t.add_column("served by FPA", justify="right")
+    for row in echo_rows(doc):
+        t.add_row(*[x for x in row if x is not None])
+    pad = [""] if fpa else []
+    mult = m["echo.multiplicity"]
+    t.add_row("echo.rri_storage", "old records' share in storage", _fmt(m["echo.rri_storage"]), *pad)
+    t.add_row("echo.multiplicity", "records per family (max)",
+              "—" if mult is None else f"{mult:.2f} (max {m['echo.max_multiplicity']:.0f})", *pad)
+    console.print(t)
+    if doc["corrections"]:
+        c = Table(title="Corrections", title_justify="left")
+        for col in ("correction", "supersedes", "old records", "reads before / after", "density", "WEP", "RRI"):
+            c.add_column(col)
+        for r in doc["corrections"]:
+            both = (lambda n, r=r: f"{_fmt(r[n + '_logged'])} → {_fmt(r[n + '_fpa'])}") if fpa else \
+                (lambda n, r=r: _fmt(r[n + "_logged"]))
+            c.add_row(escape(r["write_id"]), escape(", ".join(r["supersedes"])), str(len(r["old"])),
+                      f"{r['reads_before']} / {r['reads_after']}", both("density"), both("wep"), both("rri"))
+        console.print(c)
+    f = Table(title="Largest families", title_justify="left")
+    for col in ("family", "records", "still valid", "write ids"):
+        f.add_column(col)
+    for fam in doc["families"][:10]:
+        ids = ", ".join(fam["write_ids"][:8]) + (" …" if len(fam["write_ids"]) > 8 else "")
+        f.add_row(escape(fam["family"]), str(fam["records"]), str(fam["valid"]), escape(ids))
+    console.print(f)
+
+
+def echo_markdown(doc: dict[str, Any]) -> str:
+    s, fpa = doc["settings"], doc["settings"].get("serve") == "fpa"
+    lines = [f"# Memory echo\n\nTop {s['k']} slots weighted {s['weights']}; window {s['window']} reads.\n",
+             "| metric | what | logged |" + (" served by FPA |" if fpa else ""),
+             "|---|---|---:|" + ("---:|" if fpa else "")]
+    for name, what, a, b in echo_rows(doc):
+        lines.append(f"| `{name}` | {what} | {a} |" + (f" {b} |" if fpa else ""))
+    if doc["corrections"]:
+        lines += ["", "## Corrections", "",
+                  "| correction | supersedes | old records | reads before / after | density |",
+                  "|---|---|---:|---|---:|"]
+        for r in doc["corrections"]:
+            lines.append(f"| {md_escape(r['write_id'])} | {md_escape(', '.join(r['supersedes']))} | {len(r['old'])} | "
+                         f"{r['reads_before']} / {r['reads_after']} | {_fmt(r['density_logged'])} |")
+    return "\n".join(lines) + "\n"
