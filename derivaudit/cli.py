@@ -309,14 +309,20 @@ def echo(
                                       empty=None if log.reads else "the log has no read event")
     except ReportError as e:
         _bad(str(e))
-    doc["gates"] = gates
     if not log.reads:
         err.print("[yellow]warning[/yellow]: the log has no read event; only families and storage (rri_storage) "
                   "can be measured")
+    _read_path_out(doc, gates, format, output, print_echo, echo_markdown)
+
+
+def _read_path_out(doc: dict[str, Any], gates: list[dict[str, Any]], format: EchoFmt, output: Path | None,
+                   table: Callable[..., None], markdown: Callable[[dict[str, Any]], str]) -> None:
+    """Print or write a read-path report (table, md or JSON), then the gates (exit 1 if one fails)."""
+    doc["gates"] = gates
     if format is EchoFmt.table and output is None:
-        print_echo(out, doc)
+        table(out, doc)
     else:
-        data = echo_markdown(doc).encode() if format is EchoFmt.md else orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+        data = markdown(doc).encode() if format is EchoFmt.md else orjson.dumps(doc, option=orjson.OPT_INDENT_2)
         if output is None:
             sys.stdout.buffer.write(data + (b"" if data.endswith(b"\n") else b"\n"))
         else:
@@ -324,6 +330,43 @@ def echo(
                 fh.write(data)
             err.print(f"wrote {escape(str(output))}")
     _print_gates(gates)
+
+
+@app.command()
+@handles_bad_input
+def overlap(
+    files: Files,
+    history: History = None,
+    k: Annotated[int, typer.Option("--k", min=1, help="Retrieved memories considered per read.")] = 5,
+    band: Annotated[str, typer.Option("--band", help="The risky middle band of overlap, LOW,HIGH.")] = "0.2,0.6",
+    format: Annotated[EchoFmt, typer.Option("--format", help="table, json or md.")] = EchoFmt.table,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or md) here (atomic).")] = None,
+    fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"overlap.risky>0.3\"; exit 1 "
+                       "when it holds (or when the metric has no value). Repeatable.")] = None,
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Query–memory overlap over read events (seed 000): risky middle band, TA vs TD-Dup, MemTrim."""
+    from .overlap import audit_overlap
+    from .report.gates import ReportError, evaluate_metric_gates
+    from .report.readpath import overlap_markdown, print_overlap
+
+    try:
+        lo, hi = (float(x) for x in band.split(","))
+        if not 0 <= lo < hi <= 1:
+            raise ValueError
+    except ValueError:
+        _bad(f"--band {escape(band)!r}: expected LOW,HIGH with 0 <= LOW < HIGH <= 1, e.g. 0.2,0.6")
+    log = load_log([*(history or []), *files], skip_invalid=skip_invalid)
+    _report_skipped(log)
+    doc = audit_overlap(log, k=k, band=(lo, hi))
+    try:
+        gates = evaluate_metric_gates(doc["metrics"], fail_if or [],
+                                      empty=None if log.reads else "the log has no read event")
+    except ReportError as e:
+        _bad(str(e))
+    if not log.reads:
+        err.print("[yellow]warning[/yellow]: the log has no read event: nothing to measure")
+    _read_path_out(doc, gates, format, output, print_overlap, overlap_markdown)
 
 
 def _print_gates(gates: list[dict[str, Any]]) -> None:

@@ -231,3 +231,17 @@ def test_echo_on_bad_reads_is_exit_2_naming_line_and_field(fixtures):
     r = run("echo", fixtures / "bad" / "reads.jsonl")
     assert r.exit_code == 2
     assert "reads.jsonl:9: retrieved[0]:" in r.output and "Traceback" not in r.output
+
+
+def test_overlap_reports_bands_and_gates(fixtures, tmp_path):
+    out = tmp_path / "overlap.json"
+    r = run("overlap", fixtures / "overlap.jsonl", "-o", out, "--fail-if", "overlap.risky>0.5")
+    assert r.exit_code == 1 and "overlap.risky>0.5: 0.6" in r.output
+    doc = orjson.loads(out.read_bytes())
+    assert doc["metrics"]["overlap.td_dup"] == 3 and doc["gates"][0]["failed"] is True
+    r = run("overlap", fixtures / "overlap.jsonl", "--format", "md")
+    assert r.exit_code == 0 and "| `overlap.risky` |" in r.stdout
+    r = run("overlap", fixtures / "overlap.jsonl", "--band", "0.7,0.2")
+    assert r.exit_code == 2 and "LOW,HIGH" in r.output
+    r = run("overlap", fixtures / "memories.jsonl", "--fail-if", "overlap.mean>0.5")
+    assert r.exit_code == 1 and "no read event" in r.output

@@ -82,3 +82,56 @@ def echo_markdown(doc: dict[str, Any]) -> str:
             lines.append(f"| {md_escape(r['write_id'])} | {md_escape(', '.join(r['supersedes']))} | {len(r['old'])} | "
                          f"{r['reads_before']} / {r['reads_after']} | {_fmt(r['density_logged'])} |")
     return "\n".join(lines) + "\n"
+
+
+_OVERLAP_ROWS = (
+    ("mean", "mean query–top-memory overlap (Jaccard)"),
+    ("risky", "reads in the middle (risky) band"),
+    ("accuracy", "answers matching the expected one"),
+    ("accuracy.low", "… in the low band"),
+    ("accuracy.middle", "… in the middle band"),
+    ("accuracy.high", "… in the high band"),
+    ("accuracy.ta", "… task-aligned (stored answer = expected)"),
+    ("accuracy.td_dup", "… task-divergent with duplicated evidence"),
+    ("adopted_stale", "TD-Dup answers that repeat the stale stored answer"),
+    ("memtrim.suppressed", "MemTrim: stored answers suppressed"),
+    ("memtrim.withheld", "MemTrim: reads with an unresolved conflict withheld"),
+)
+
+
+def overlap_rows(doc: dict[str, Any]) -> list[tuple[str, str, str]]:
+    m = doc["metrics"]
+    return [(f"overlap.{n}", what, _fmt(m[f"overlap.{n}"])) for n, what in _OVERLAP_ROWS]
+
+
+def print_overlap(console: Console, doc: dict[str, Any]) -> None:
+    s, m = doc["settings"], doc["metrics"]
+    lo, hi = s["band"]
+    t = Table(title=f"Query–memory overlap (top {s['k']}; middle band [{lo}, {hi}); {int(m['overlap.reads'])} reads, "
+              f"{int(m['overlap.ta'])} TA, {int(m['overlap.td_dup'])} TD-Dup, "
+              f"{int(m['overlap.memtrim.reads'])} with evidence units)", title_justify="left")
+    for col in ("metric", "what", "value"):
+        t.add_column(col, justify="right" if col == "value" else "left")
+    for row in overlap_rows(doc):
+        t.add_row(*row)
+    console.print(t)
+    console.print("overlap histogram (0.0–1.0 in tenths): " + " ".join(str(n) for n in doc["histogram"]))
+    risky = [r for r in doc["reads"] if r["band"] == "middle"]
+    if risky:
+        r = Table(title="Reads in the risky band", title_justify="left")
+        for col in ("read", "overlap", "case", "correct", "MemTrim outcome"):
+            r.add_column(col)
+        for x in risky[:20]:
+            mt = x["memtrim"]
+            r.add_row(escape(x["read_id"]), f"{x['top_overlap']:.2f}", x.get("case") or "",
+                      "" if x["correct"] is None else str(x["correct"]).lower(),
+                      escape(", ".join(f"{k}: {v}" for k, v in mt["outcomes"].items())) if mt else "")
+        console.print(r)
+
+
+def overlap_markdown(doc: dict[str, Any]) -> str:
+    lo, hi = doc["settings"]["band"]
+    lines = [f"# Query–memory overlap\n\nTop {doc['settings']['k']} memories; middle band [{lo}, {hi}).\n",
+             "| metric | what | value |", "|---|---|---:|"]
+    lines += [f"| `{n}` | {what} | {v} |" for n, what, v in overlap_rows(doc)]
+    return "\n".join(lines) + "\n"
