@@ -111,3 +111,60 @@ def test_import_of_broken_json(tmp_path):
     with pytest.raises(LogError) as e:
         run_import("locomo", src, tmp_path / "o.jsonl")
     assert e.value.problems[0].code == "invalid_json"
+
+
+def test_graphiti_invalidation_becomes_a_correction(fixtures, tmp_path):
+    """e-1 (Kate is in the club) was invalidated at the valid_at of e-3 (she left it): e-3 supersedes
+    e-1 and the echo audit sees one correction; an invalidated edge without a successor is counted."""
+    from derivaudit.echo import audit_echo
+
+    log, notes = run_import("graphiti", fixtures / "graphiti_export.json", tmp_path / "g.jsonl")
+    e3 = log.write("e-3")
+    assert e3.supersedes == ("e-1",) and e3.verified_correction is True and notes["supersessions"] == 1
+    res = audit_echo(load_log(tmp_path / "g.jsonl"))
+    assert [c["write_id"] for c in res.corrections] == ["e-3"] and res.corrections[0]["old"] == ["e-1"]
+    assert res.metrics["echo.rri_storage"] == 0.0  # e-1 is no longer valid in storage
+    data = json.loads((fixtures / "graphiti_export.json").read_text())
+    data["edges"] = [e for e in data["edges"] if e["uuid"] != "e-3"]
+    src = tmp_path / "g2.json"
+    src.write_text(json.dumps(data))
+    _, notes = run_import("graphiti", src, tmp_path / "g2.jsonl")
+    assert notes["invalidated_without_successor"] == 1 and notes["supersessions"] == 0
+
+
+def test_mem0_history_db(fixtures, tmp_path):
+    """A real SQLite file in mem0's schema: rows are placed in the add() call whose kept messages were
+    saved at the same instant (Pacific vs UTC stamps); a row whose messages mem0 evicted is counted,
+    not guessed; versions chain by memory id; deleted and superseded versions are not valid."""
+    import sqlite3
+
+    db = tmp_path / "history.db"
+    con = sqlite3.connect(db)
+    con.executescript((fixtures / "mem0_history.sql").read_text())
+    con.close()
+    log, notes = run_import("mem0-db", db, tmp_path / "m.jsonl")
+    assert (notes["history_rows"], notes["unlinked"], notes["none_events"], notes["deleted"]) == (6, 1, 1, 1)
+    assert "last 10" in notes["note"]
+    assert [w.write_id for w in log.writes] == ["h1", "h2", "h3"]
+    h1, h2, h3 = log.writes
+    assert h1.citations == ("m1", "m2", "m3") and h3.citations == ("m4",) and h3.last_seen_turn == "m4"
+    assert (h3.parent_id, h3.round, h3.source_id, h3.operation) == ("h2", 1, "mem-job", "update")
+    assert (h1.valid, h2.valid, h3.valid) == (False, False, True)
+    assert list(log.conversations) == ["user_id=alice"]
+    again = load_log(tmp_path / "m.jsonl")  # the written log reads back the same
+    assert [w.write_id for w in again.writes] == ["h1", "h2", "h3"]
+
+
+def test_mem0_history_db_refuses_other_files(tmp_path):
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+    with pytest.raises(LogError) as e:
+        run_import("mem0-db", other, tmp_path / "o.jsonl")
+    assert e.value.problems[0].code == "bad_format"
+    text = tmp_path / "x.db"
+    text.write_text("not sqlite at all")
+    with pytest.raises(LogError) as e:
+        run_import("mem0-db", text, tmp_path / "o.jsonl")
+    assert e.value.problems[0].code in ("unreadable", "bad_format")

@@ -23,6 +23,7 @@ from ..registry import Registry
 class ImportResult:
     turns: list[dict[str, Any]] = field(default_factory=list)
     writes: list[dict[str, Any]] = field(default_factory=list)
+    reads: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -48,6 +49,7 @@ Importer = Callable[[str | Path], ImportResult]
 IMPORTERS = Registry("importer", {
     "locomo": "derivaudit.importers.locomo:convert",
     "mem0": "derivaudit.importers.mem0:convert",
+    "mem0-db": "derivaudit.importers.mem0_db:convert",
     "graphiti": "derivaudit.importers.graphiti:convert",
 })
 
@@ -59,14 +61,14 @@ def importers() -> Registry:
 def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: bool = False):
     """Convert `path` with the named importer, validate the result with the same checks as every
     load, and write it to `out` atomically. Strict: any problem raises LogError, nothing written."""
-    from ..io import check_rows, header, turn_to_dict, write_jsonl, write_to_dict
+    from ..io import check_rows, header, read_to_dict, turn_to_dict, write_jsonl, write_to_dict
 
     table = importers()
     if source not in table:
         raise LogError([Problem(str(path), None, None, "bad_value",
                                 f"unknown importer {source!r} (known: {', '.join(sorted(table))})")])
     res = table.get(source)(path)
-    rows = [header(f"derivaudit import {source}"), *res.turns, *res.writes]
+    rows = [header(f"derivaudit import {source}"), *res.turns, *res.writes, *res.reads]
     log, problems = check_rows(str(out), rows)
     problems = res.problems + problems
     if problems and not skip_invalid:
@@ -75,5 +77,6 @@ def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: 
     out_rows = [header(f"derivaudit import {source}")]
     out_rows += [turn_to_dict(t) for c in log.conversations.values() for t in c.turns]
     out_rows += [write_to_dict(w) for w in log.writes]
+    out_rows += [read_to_dict(r) for r in log.reads]
     write_jsonl(out, out_rows)
     return log, res.notes

@@ -9,7 +9,10 @@ confirmed by), `created_at`, `valid_at`, `invalid_at`, `expired_at`, `name`.
 Mapping: conversation = `group_id`; episodes in time order (valid_at, then created_at) are the
 turns; a message episode "speaker: text" keeps its speaker. Each edge is a write whose citations
 are its episodes and whose write point is the latest of them (the edge as stored was last
-confirmed there). `valid` is false once the edge is expired or invalidated.
+confirmed there). `valid` is false once the edge is expired or invalidated. An invalidated edge's
+successor (the edge whose valid_at is its invalid_at; see `_supersessions`) becomes a correction:
+`supersedes` names the old edge and `verified_correction` is true (Graphiti's own invalidation is
+taken as authoritative), which the echo audit reads.
 """
 
 from __future__ import annotations
@@ -98,5 +101,57 @@ def convert(path: str | Path) -> ImportResult:
             "meta": {k: e.get(k) for k in ("name", "valid_at", "invalid_at", "expired_at")
                      if e.get(k) is not None},
         })
-    res.notes = {"episodes": len(data["episodes"]), "edges": len(data["edges"])}
+    links, unlinked = _supersessions([e for e in data["edges"] if isinstance(e, dict)],
+                                     {w["write_id"] for w in res.writes})
+    for w in res.writes:
+        old = links.get(w["write_id"])
+        if old:
+            w["supersedes"] = old
+            w["verified_correction"] = True
+    res.notes = {"episodes": len(data["episodes"]), "edges": len(data["edges"]),
+                 "supersessions": sum(len(v) for v in links.values())}
+    if unlinked:
+        res.notes["invalidated_without_successor"] = unlinked
     return res
+
+
+def _instant(x: Any) -> float | None:
+    from datetime import UTC, datetime
+
+    if not isinstance(x, str) or not x.strip():
+        return None
+    try:
+        d = datetime.fromisoformat(x.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
+
+
+def _supersessions(edges: list[dict[str, Any]], kept: set[str]) -> tuple[dict[str, list[str]], int]:
+    """Graphiti invalidates an edge by setting its `invalid_at` to the `valid_at` of the new edge that
+    contradicts it (edge_operations.resolve_edge_contradictions) and `expired_at` to the time it did
+    so; the pair is not recorded. The successor of an invalidated edge is the edge of its group whose
+    valid_at is that instant, preferring one that shares a node with it, then the one created nearest
+    the expiry. Returns successor uuid -> uuids it supersedes, and how many invalidated edges have no
+    successor in the export."""
+    by_start: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for e in edges:
+        t = _instant(e.get("valid_at"))
+        if t is not None and e.get("uuid") in kept:
+            by_start.setdefault((str(e.get("group_id") or "default"), t), []).append(e)
+    links: dict[str, list[str]] = {}
+    unlinked = 0
+    for e in edges:
+        end = _instant(e.get("invalid_at"))
+        if end is None or e.get("uuid") not in kept:
+            continue
+        nodes = {e.get("source_node_uuid"), e.get("target_node_uuid")} - {None}
+        cands = [c for c in by_start.get((str(e.get("group_id") or "default"), end), []) if c is not e]
+        if not cands:
+            unlinked += 1
+            continue
+        expiry = _instant(e.get("expired_at")) or end
+        best = min(cands, key=lambda c: (not nodes & {c.get("source_node_uuid"), c.get("target_node_uuid")},
+                                         abs((_instant(c.get("created_at")) or expiry) - expiry)))
+        links.setdefault(best["uuid"], []).append(e["uuid"])
+    return links, unlinked
