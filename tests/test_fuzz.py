@@ -104,7 +104,40 @@ def _locomo() -> list:
 
 SOURCES = {"mem0": lambda: json.loads((FIX / "mem0_history.json").read_text()),
            "graphiti": lambda: json.loads((FIX / "graphiti_export.json").read_text()),
+           "letta": lambda: json.loads((FIX / "letta_agent.af").read_text()),
+           "langgraph": lambda: json.loads((FIX / "langgraph_export.json").read_text()),
            "locomo": _locomo}
+
+_CELL = st.none() | st.integers(-2**63, 2**63 - 1) | st.text(max_size=30) | st.binary(max_size=10) | st.sampled_from(
+    ["ADD", "UPDATE", "DELETE", "NONE", "2025-03-01T10:00:01-08:00", "2025-03-01T18:00:00+00:00", "{}", "[]",
+     '{"role": "user", "content": 5}', '{"type": "message", "role": "assistant", "content": [1, {"text": 2}]}'])
+
+
+@pytest.mark.parametrize("source,script,table,columns", [
+    ("mem0-db", "mem0_history.sql", "history", 10), ("mem0-db", "mem0_history.sql", "messages", 6),
+    ("openai-agents", "openai_agents_session.sql", "agent_messages", 4)])
+def test_mutated_sqlite_exports_never_crash_an_importer(tmp_path, source, script, table, columns):
+    """Real SQLite files in the stores' schemas with random rows added (any type in any column)."""
+    import sqlite3
+
+    @FUZZ
+    @given(st.lists(st.tuples(*[_CELL] * columns), max_size=4))
+    def check(rows):
+        db = tmp_path / "store.db"
+        db.unlink(missing_ok=True)
+        con = sqlite3.connect(db)
+        con.executescript((FIX / script).read_text())
+        for r in rows:
+            con.execute(f"INSERT OR IGNORE INTO {table} VALUES ({', '.join('?' * columns)})",
+                        tuple(None if i == 0 and table == "agent_messages" else x for i, x in enumerate(r)))
+        con.commit()
+        con.close()
+        try:
+            run_import(source, db, tmp_path / "out.jsonl")
+        except LogError as e:
+            assert e.problems
+
+    check()
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))

@@ -168,3 +168,61 @@ def test_mem0_history_db_refuses_other_files(tmp_path):
     with pytest.raises(LogError) as e:
         run_import("mem0-db", text, tmp_path / "o.jsonl")
     assert e.value.problems[0].code in ("unreadable", "bad_format")
+
+
+def test_letta_agent_file(fixtures, tmp_path):
+    """Memory-tool calls become writes citing the user turn before them; a failed edit, heartbeats,
+    logins and inner monologue are not imported; a replace names the write it rewrites."""
+    log, notes = run_import("letta", fixtures / "letta_agent.af", tmp_path / "l.jsonl")
+    conv = log.conversations["agent-0"]
+    assert [(t.speaker, t.text[:12]) for t in conv.turns] == [
+        ("user", "Hi, I'm Priy"), ("assistant", "Welcome to O"), ("user", "Actually it'"),
+        ("assistant", "Glad to help")]
+    assert [w.write_id for w in log.writes] == ["call-1", "call-3", "call-4"]
+    c1, c3, c4 = log.writes
+    assert (c1.citations, c1.last_seen_turn, c1.meta["label"]) == (("t1",), "t1", "human")
+    assert (c3.parent_id, c3.operation, c3.citations) == ("call-1", "update", ("t3",))
+    assert c4.meta["tool"] == "archival_memory_insert" and c4.citations == ("t3",)
+    assert (notes["memory_edits"], notes["failed_edits"]) == (4, 1)
+
+
+def test_letta_older_single_agent_form(fixtures, tmp_path):
+    af = json.loads((fixtures / "letta_agent.af").read_text())["agents"][0]
+    af.pop("id")
+    src = tmp_path / "old.af"
+    src.write_text(json.dumps(af))
+    log, _ = run_import("letta", src, tmp_path / "o.jsonl")
+    assert list(log.conversations) == ["priya_helper"] and len(log.writes) == 3
+
+
+def test_openai_agents_session_is_the_turn_side(fixtures, tmp_path):
+    """Turns only (the SDK stores no memory writes); a store's writes that cite them load with it."""
+    import sqlite3
+
+    db = tmp_path / "session.db"
+    con = sqlite3.connect(db)
+    con.executescript((fixtures / "openai_agents_session.sql").read_text())
+    con.close()
+    log, notes = run_import("openai-agents", db, tmp_path / "turns.jsonl")
+    assert [t.turn_id for t in log.conversations["conv_ana"].turns] == ["m1", "m5", "m6", "m7"]
+    assert log.conversations["conv_ana"].turns[1].text == "Noted: no peanuts in your recipes."
+    assert log.writes == [] and notes["skipped function_call"] == 1 and notes["skipped system message"] == 1
+    writes = tmp_path / "store.jsonl"
+    writes.write_text(json.dumps({"type": "write", "write_id": "w1", "conversation_id": "conv_ana",
+                                  "text": "Ana is allergic to peanuts.", "citations": ["m1"],
+                                  "last_seen_turn": "m5"}) + "\n")
+    paired = load_log([tmp_path / "turns.jsonl", writes])
+    assert paired.write("w1").citations == ("m1",)
+
+
+def test_langgraph_store_joined_by_time(fixtures, tmp_path):
+    """Each item lands in the thread with the latest message before it (its last human message is
+    the citation); an item older than every message is counted, not imported."""
+    log, notes = run_import("langgraph", fixtures / "langgraph_export.json", tmp_path / "g.jsonl")
+    by = {w.write_id: w for w in log.writes}
+    assert by["memories/sam/diet"].conversation_id == "thread-1" and by["memories/sam/diet"].citations == ("t1",)
+    assert by["memories/sam/trip"].conversation_id == "thread-2"  # updated after thread-2's messages
+    assert by["profile/sam/profile"].text == "name: Sam; home: Leeds"
+    assert (notes["unlinked"], notes["updated_items"]) == (1, 1)
+    # the tool message is not a turn
+    assert [t.text for t in log.conversations["thread-2"].turns][-1] == "Enjoy the trip!"

@@ -43,6 +43,20 @@ def read_json(path: str | Path) -> Any:
         raise LogError([Problem(str(p), e.lineno, None, "invalid_json", f"invalid JSON: {e.msg}")]) from None
 
 
+def instant(x: Any) -> float | None:
+    """An ISO 8601 time as seconds since the epoch (no offset means UTC), or None: exports stamp
+    times in different zones, so they are compared as instants, never as strings."""
+    from datetime import UTC, datetime
+
+    if not isinstance(x, str) or not x.strip():
+        return None
+    try:
+        d = datetime.fromisoformat(x.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
+
+
 Importer = Callable[[str | Path], ImportResult]
 
 
@@ -51,6 +65,9 @@ IMPORTERS = Registry("importer", {
     "mem0": "derivaudit.importers.mem0:convert",
     "mem0-db": "derivaudit.importers.mem0_db:convert",
     "graphiti": "derivaudit.importers.graphiti:convert",
+    "letta": "derivaudit.importers.letta:convert",
+    "openai-agents": "derivaudit.importers.openai_agents:convert",
+    "langgraph": "derivaudit.importers.langgraph:convert",
 })
 
 

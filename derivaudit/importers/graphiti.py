@@ -22,6 +22,7 @@ from typing import Any
 
 from ..records import Problem
 from . import ImportResult, read_json
+from . import instant as _instant
 
 
 def _speaker(ep: dict[str, Any]) -> tuple[str, str]:
@@ -114,17 +115,6 @@ def convert(path: str | Path) -> ImportResult:
         res.notes["invalidated_without_successor"] = unlinked
     return res
 
-
-def _instant(x: Any) -> float | None:
-    from datetime import UTC, datetime
-
-    if not isinstance(x, str) or not x.strip():
-        return None
-    try:
-        d = datetime.fromisoformat(x.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
 
 
 def _supersessions(edges: list[dict[str, Any]], kept: set[str]) -> tuple[dict[str, list[str]], int]:

@@ -22,25 +22,21 @@ nothing.
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..io import LogError
 from ..records import MAX_PASSAGES, Problem
 from . import ImportResult
+from . import instant as _instant
 
 TOLERANCE = 120.0  # seconds between a memory event and the saving of its call's messages
 
 
-def _instant(x: Any) -> float | None:
-    if not isinstance(x, str) or not x.strip():
-        return None
-    try:
-        d = datetime.fromisoformat(x.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
+
+def _str(x: Any) -> str | None:
+    """A column as text, or None: SQLite lets any column hold any type."""
+    return x if isinstance(x, str) else None
 
 
 def _open(path: str | Path) -> sqlite3.Connection:
@@ -95,7 +91,7 @@ def convert(path: str | Path) -> ImportResult:
         count[conv] = n + 1
         tid = f"m{n + 1}"
         res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
-                          "speaker": str(name or role or ""), "text": content, "time": created})
+                          "speaker": str(name or role or ""), "text": content, "time": _str(created)})
         key = (conv, str(created))
         if key not in last:
             last[key] = []
@@ -133,10 +129,10 @@ def convert(path: str | Path) -> ImportResult:
         prev = versions.get(mid, [])
         w = {"type": "write", "write_id": str(rid), "conversation_id": conv, "text": text.strip(),
              "citations": ids[-MAX_PASSAGES:], "last_seen_turn": ids[-1],
-             "time": updated if ev == "UPDATE" else created, "source_id": mid or None,
+             "time": _str(updated if ev == "UPDATE" else created), "source_id": mid or None,
              "parent_id": prev[-1]["write_id"] if prev and ev == "UPDATE" else None,
              "operation": ev.lower(), "round": len(prev) if ev == "UPDATE" else 0}
-        if actor:
+        if isinstance(actor, str) and actor:
             w["meta"] = {"actor_id": actor}
         for v in prev:
             v["valid"] = False

@@ -1,0 +1,158 @@
+"""Letta agent file (`.af`, JSON): conversation messages become turns, memory-editing tool calls writes.
+
+Accepted input: the agent file `{"agents": [...], "blocks": [...], ...}` (letta-ai/agent-file), or
+the older single-agent form (one object with `messages` and `core_memory`). Each agent's `messages`
+are Letta messages: `role` (system, user, assistant, tool), `content` [{"type": "text", "text"}],
+`tool_calls` [{"id", "function": {"name", "arguments": JSON text}}], `tool_call_id`, `created_at`.
+
+Mapping: conversation = agent id (else name). Turns: user messages (MemGPT-style JSON envelopes
+`{"type": "user_message", "message": ...}` are unpacked; login, heartbeat and system alerts are
+skipped) and what the assistant said to the user (`send_message` arguments, or its text when it
+called no tool; inner monologue is not a turn). Writes: calls of Letta's memory tools —
+core_memory_append / core_memory_replace / memory_insert / memory_replace / memory_rethink /
+archival_memory_insert / memory — whose tool return did not fail. The written text is the new content;
+the citation is the user turn before the call (Letta keeps no other provenance) and the write
+point is the last turn before it. A replace names its parent: the latest earlier write on the same
+block that contains the replaced text. Block labels go to `meta.label`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..records import Problem
+from . import ImportResult, read_json
+
+MEMORY_TOOLS = {"core_memory_append": "add", "core_memory_replace": "update", "memory_insert": "add",
+                "memory_replace": "update", "memory_rethink": "consolidate", "archival_memory_insert": "add",
+                "memory": None}
+_NEW = ("content", "new_content", "new_str", "new_memory", "insert_text", "file_text")
+_OLD = ("old_content", "old_str")
+_SKIP = {"login", "heartbeat", "system_alert"}
+
+
+def _text(m: dict[str, Any]) -> str:
+    c = m.get("content")
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return "\n".join(p["text"] for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _user(text: str) -> str | None:
+    """The user's words, or None for an event (login, heartbeat) Letta sends as a user message."""
+    s = text.strip()
+    if s.startswith("{"):
+        try:
+            env = orjson.loads(s)
+        except orjson.JSONDecodeError:
+            return s or None
+        if isinstance(env, dict):
+            if env.get("type") in _SKIP:
+                return None
+            if isinstance(env.get("message"), str):
+                return env["message"].strip() or None
+    return s or None
+
+
+def _args(call: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        return None
+    raw = fn.get("arguments")
+    try:
+        args = orjson.loads(raw) if isinstance(raw, str) else raw
+    except orjson.JSONDecodeError:
+        args = None
+    return fn["name"], args if isinstance(args, dict) else {}
+
+
+def _failed(ret: dict[str, Any] | None) -> bool:
+    if ret is None:
+        return False
+    t = _text(ret)
+    try:
+        body = orjson.loads(t)
+    except orjson.JSONDecodeError:
+        return t.lower().startswith(("error", "failed"))
+    return isinstance(body, dict) and str(body.get("status", "")).lower() in ("failed", "error")
+
+
+def convert(path: str | Path) -> ImportResult:
+    f = str(path)
+    data = read_json(path)
+    res = ImportResult()
+    if isinstance(data, dict) and isinstance(data.get("agents"), list):
+        agents = data["agents"]
+    elif isinstance(data, dict) and isinstance(data.get("messages"), list):
+        agents = [data]
+    else:
+        res.problems.append(Problem(f, None, None, "bad_format", 'expected an agent file {"agents": [...]} '
+                                    "or one agent with messages"))
+        return res
+    stats = {"agents": len(agents), "memory_edits": 0, "failed_edits": 0, "edits_without_user_turn": 0}
+    for a, agent in enumerate(agents):
+        if not isinstance(agent, dict) or not isinstance(agent.get("messages"), list):
+            res.problems.append(Problem(f, None, f"agents[{a}].messages", "missing_field", "agent has no messages"))
+            continue
+        conv = str(agent.get("id") or agent.get("name") or f"agent-{a}")
+        msgs = [m for m in agent["messages"] if isinstance(m, dict)]
+        returns = {m["tool_call_id"]: m for m in msgs if m.get("role") == "tool" and m.get("tool_call_id")}
+        n = 0
+        last_user: str | None = None
+        last_turn: str | None = None
+        edits: list[dict[str, Any]] = []
+
+        def turn(speaker: str, text: str, when: Any, conv: str = conv) -> str:
+            nonlocal n
+            tid = f"t{n + 1}"
+            res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
+                              "speaker": speaker, "text": text, "time": when if isinstance(when, str) else None})
+            n += 1
+            return tid
+
+        for i, m in enumerate(msgs):
+            role, when = m.get("role"), m.get("created_at")
+            if role == "user":
+                said = _user(_text(m))
+                if said:
+                    last_user = last_turn = turn(str(m.get("name") or "user"), said, when)
+                continue
+            if role != "assistant":
+                continue
+            calls = [(c, p) for c in (m.get("tool_calls") or []) if (p := _args(c)) is not None]
+            if not calls and _text(m).strip():
+                last_turn = turn("assistant", _text(m).strip(), when)
+            for c, (name, args) in calls:
+                if name == "send_message" and isinstance(args.get("message"), str) and args["message"].strip():
+                    last_turn = turn("assistant", args["message"].strip(), when)
+                    continue
+                if name not in MEMORY_TOOLS:
+                    continue
+                new = next((args[k] for k in _NEW if isinstance(args.get(k), str) and args[k].strip()), None)
+                if new is None:
+                    continue
+                stats["memory_edits"] += 1
+                if _failed(returns.get(c.get("id"))):
+                    stats["failed_edits"] += 1
+                    continue
+                if last_user is None or last_turn is None:
+                    stats["edits_without_user_turn"] += 1
+                    continue
+                label = args.get("label") or args.get("path")
+                old = next((args[k] for k in _OLD if isinstance(args.get(k), str) and args[k].strip()), None)
+                parent = next((e["write_id"] for e in reversed(edits) if old and e["meta"].get("label") == label
+                               and old.strip() in e["text"]), None)
+                op = MEMORY_TOOLS[name] or ("update" if old else "add")
+                w = {"type": "write", "write_id": str(c.get("id") or f"{conv}-call{i}"), "conversation_id": conv,
+                     "text": new.strip(), "citations": [last_user], "last_seen_turn": last_turn,
+                     "time": when if isinstance(when, str) else None, "parent_id": parent, "operation": op,
+                     "meta": {"tool": name, **({"label": str(label)} if label is not None else {})}}
+                edits.append(w)
+                res.writes.append(w)
+    res.notes = stats
+    return res

@@ -1,0 +1,80 @@
+"""OpenAI Agents SDK `SQLiteSession` database: the conversation side of a memory audit.
+
+The SDK (src/agents/memory/sqlite_session.py) keeps `agent_sessions(session_id, created_at,
+updated_at)` and `agent_messages(id, session_id, message_data, created_at)`, one JSON response item
+per row: messages `{"role", "content"}` (a string, or parts with `text`), `{"type": "message",
+"role": "assistant", "content": [{"type": "output_text", "text"}]}`, and `function_call`,
+`function_call_output`, `reasoning` items.
+
+Mapping: conversation = session_id; user and assistant messages with text become turns, in row
+order (turn id `m<row id>`, time = created_at, UTC); tool calls, tool outputs, reasoning and system or
+developer messages are counted, not imported. The SDK stores no memory writes: this log is the turn
+side, to be paired with a memory store's writes that cite these turn ids (or loaded as `--history`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..io import LogError
+from ..records import Problem
+from . import ImportResult
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def convert(path: str | Path) -> ImportResult:
+    p = Path(path)
+    f = str(p)
+    if not p.exists():
+        raise LogError([Problem(f, None, None, "file_not_found", "file does not exist")])
+    try:
+        db = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "agent_messages" not in tables:
+            db.close()
+            raise LogError([Problem(f, None, None, "bad_format",
+                                    "no 'agent_messages' table: not an Agents SDK SQLiteSession database")])
+        rows = db.execute("SELECT id, session_id, message_data, created_at FROM agent_messages "
+                          "ORDER BY session_id, created_at, id").fetchall()
+        db.close()
+    except sqlite3.DatabaseError as e:
+        raise LogError([Problem(f, None, None, "unreadable", f"not a SQLite database ({e})")]) from None
+    res = ImportResult()
+    order: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    for rid, session, data, created in rows:
+        try:
+            item = orjson.loads(data)
+        except (orjson.JSONDecodeError, TypeError):
+            res.problems.append(Problem(f, None, f"agent_messages[{rid}].message_data", "invalid_json",
+                                        "message_data is not JSON"))
+            continue
+        if not isinstance(item, dict):
+            res.problems.append(Problem(f, None, f"agent_messages[{rid}].message_data", "bad_format",
+                                        "message_data is not an object"))
+            continue
+        kind = item.get("type", "message")
+        role = item.get("role")
+        text = _text(item.get("content")).strip()
+        if kind != "message" or role not in ("user", "assistant") or not text:
+            key = str(kind if kind != "message" else f"{role} message" if text else "empty message")
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        conv = str(session)
+        n = order.get(conv, 0)
+        order[conv] = n + 1
+        res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": f"m{rid}", "order": n,
+                          "speaker": role, "text": text, "time": created if isinstance(created, str) else None})
+    res.notes = {"rows": len(rows), "sessions": len(order), **{f"skipped {k}": v for k, v in sorted(skipped.items())}}
+    return res
