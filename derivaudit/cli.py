@@ -381,7 +381,7 @@ def _print_gates(gates: list[dict[str, Any]]) -> None:
 @app.command("import")
 @handles_bad_input
 def import_(
-    source: Annotated[str, typer.Argument(help="locomo, mem0 or graphiti.")],
+    source: Annotated[str, typer.Argument(help="locomo, mem0, mem0-db, graphiti, letta, langgraph or openai-agents.")],
     path: Annotated[Path, typer.Argument(help="The source file.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Memory log JSONL to write (atomic).")],
     skip_invalid: SkipInvalid = False,
