@@ -274,6 +274,9 @@ class EchoFmt(StrEnum):
     table = "table"
     json = "json"
     md = "md"
+    csv = "csv"
+    junit = "junit"
+    html = "html"
 
 
 @app.command()
@@ -286,8 +289,9 @@ def echo(
     serve: Annotated[str | None, typer.Option("--serve", help="Also replay every logged candidate pool through a "
                                               "serving rule and compare: fpa (one record per family, "
                                               "post-correction eligibility, authority first).")] = None,
-    format: Annotated[EchoFmt, typer.Option("--format", help="table, json or md.")] = EchoFmt.table,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or md) here (atomic).")] = None,
+    format: Annotated[EchoFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")] = EchoFmt.table,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or the --format) here (atomic).")]
+    = None,
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"echo.density>0.3\"; exit 1 "
                        "when it holds (or when the metric has no value). Repeatable.")] = None,
     skip_invalid: SkipInvalid = False,
@@ -318,11 +322,20 @@ def echo(
 def _read_path_out(doc: dict[str, Any], gates: list[dict[str, Any]], format: EchoFmt, output: Path | None,
                    table: Callable[..., None], markdown: Callable[[dict[str, Any]], str]) -> None:
     """Print or write a read-path report (table, md or JSON), then the gates (exit 1 if one fails)."""
+    from .report import built, readpath
+
     doc["gates"] = gates
     if format is EchoFmt.table and output is None:
         table(out, doc)
     else:
-        data = markdown(doc).encode() if format is EchoFmt.md else orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+        name = "echo" if table is readpath.print_echo else "overlap"
+        render: dict[EchoFmt, Callable[[], bytes]] = {
+            EchoFmt.md: lambda: markdown(doc).encode(),
+            EchoFmt.csv: lambda: readpath.read_rows_csv(doc).encode(),
+            EchoFmt.junit: lambda: readpath.gates_junit(name, doc).encode(),
+            EchoFmt.html: lambda: (built.echo_html if name == "echo" else built.overlap_html)(doc),
+        }
+        data = render[format]() if format in render else orjson.dumps(doc, option=orjson.OPT_INDENT_2)
         if output is None:
             sys.stdout.buffer.write(data + (b"" if data.endswith(b"\n") else b"\n"))
         else:
@@ -339,8 +352,9 @@ def overlap(
     history: History = None,
     k: Annotated[int, typer.Option("--k", min=1, help="Retrieved memories considered per read.")] = 5,
     band: Annotated[str, typer.Option("--band", help="The risky middle band of overlap, LOW,HIGH.")] = "0.2,0.6",
-    format: Annotated[EchoFmt, typer.Option("--format", help="table, json or md.")] = EchoFmt.table,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or md) here (atomic).")] = None,
+    format: Annotated[EchoFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")] = EchoFmt.table,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or the --format) here (atomic).")]
+    = None,
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"overlap.risky>0.3\"; exit 1 "
                        "when it holds (or when the metric has no value). Repeatable.")] = None,
     skip_invalid: SkipInvalid = False,

@@ -109,7 +109,8 @@ def corrections(log: MemoryLog, fam: Mapping[str, str]) -> list[Correction]:
     return out
 
 
-def _share(ids: Sequence[str], hit: frozenset[str] | set[str], k: int) -> float | None:
+def share(ids: Sequence[str], hit: frozenset[str] | set[str], k: int) -> float | None:
+    """Rank-weighted share of the top-k slots held by `hit` (over the slots filled)."""
     top = ids[:k]
     if not top:
         return None
@@ -203,15 +204,16 @@ def audit_echo(log: MemoryLog, *, k: int = K, window: int = WINDOW, serve: str |
         pre = [r for r in conv_reads if point[r.read_id] < c.point]
         post = [r for r in conv_reads if point[r.read_id] >= c.point]
         row: dict[str, Any] = {"write_id": c.write.write_id, "conversation_id": c.write.conversation_id,
+                               "point": c.point,
                                "supersedes": list(c.superseded), "old": sorted(c.old), "new": sorted(c.new),
                                "reads_before": len(pre), "reads_after": len(post),
                                "rri_storage": _storage(c, by_id)}
         for way in ways:
             ids = lists[way]
-            row[f"density_pre_{way}"] = _mean([_share(ids[r.read_id], c.old, k) for r in pre])
-            row[f"density_{way}"] = _mean([_share(ids[r.read_id], c.old, k) for r in post])
+            row[f"density_pre_{way}"] = _mean([share(ids[r.read_id], c.old, k) for r in pre])
+            row[f"density_{way}"] = _mean([share(ids[r.read_id], c.old, k) for r in post])
             row[f"rri_{way}"] = _mean([_rri(ids[r.read_id], c, k) for r in post])
-            row[f"wep_{way}"] = _mean([_share(ids[r.read_id], c.old, k) for r in post[:window]])
+            row[f"wep_{way}"] = _mean([share(ids[r.read_id], c.old, k) for r in post[:window]])
             row[f"wep_reads_{way}"] = len(post[:window])
         rows.append(row)
     sizes: dict[str, list[str]] = {}

@@ -245,3 +245,25 @@ def test_overlap_reports_bands_and_gates(fixtures, tmp_path):
     assert r.exit_code == 2 and "LOW,HIGH" in r.output
     r = run("overlap", fixtures / "memories.jsonl", "--fail-if", "overlap.mean>0.5")
     assert r.exit_code == 1 and "no read event" in r.output
+
+
+@pytest.mark.parametrize("command,log", [("echo", "echo.jsonl"), ("overlap", "overlap.jsonl")])
+def test_read_path_reports_in_every_format(fixtures, tmp_path, command, log):
+    """md, csv (formula-safe), junit (one case per gate), html (one file, plots inline) and json."""
+    import xml.etree.ElementTree as ET
+
+    gate = "echo.density>0.3" if command == "echo" else "overlap.risky>0.5"
+    for fmt in ("md", "csv", "junit", "html", "json"):
+        out = tmp_path / f"r.{fmt}"
+        r = run(command, fixtures / log, "--format", fmt, "-o", out, "--fail-if", gate)
+        assert r.exit_code == 1, (fmt, r.output)  # the gate holds on both fixtures
+        data = out.read_text()
+        if fmt == "junit":
+            suite = ET.fromstring(data)
+            assert suite.get("failures") == "1" and suite.find(".//failure") is not None
+        elif fmt == "html":
+            assert data.startswith("<!doctype html>") and "<svg" in data and "FAILED" in data
+        elif fmt == "csv":
+            assert data.splitlines()[0].startswith("read_id,") and len(data.splitlines()) > 3
+        elif fmt == "json":
+            assert orjson.loads(data)["gates"][0]["failed"] is True

@@ -102,3 +102,64 @@ def probe_html(rep: dict[str, Any]) -> bytes:
                 {f"{k}/{c}": rep["failure_rates"][f"{k}/{c}"]["failure"] for k in ("changed", "only")
                  for c in ("correct", "distorted", "empty")}, "failure rate")))
     return _page("derivaudit probe", body)
+
+
+def _metric_table(rows: list[tuple[Any, ...]], head: list[str]) -> str:
+    return _table(head, [[escape(str(x)) for x in r if x is not None] for r in rows], "metrics")
+
+
+def _gate_list(doc: dict[str, Any]) -> str:
+    items = "".join(f"<li class={'bad' if g['failed'] else 'ok'}>{escape(g['expr'])}: "
+                    f"{escape(g['why'] or format(g['value'], '.4g'))} — {'FAILED' if g['failed'] else 'passed'}</li>"
+                    for g in doc.get("gates") or [])
+    return f"<h2>Gates</h2><ul>{items}</ul>" if items else ""
+
+
+def echo_html(doc: dict[str, Any]) -> bytes:
+    """`echo --format html`: metrics, corrections, largest families, and Echo Density per read after
+    each correction (logged, and served by FPA)."""
+    from ..echo import share
+    from .readpath import echo_rows
+
+    s, fpa = doc["settings"], doc["settings"].get("serve") == "fpa"
+    parts = [f"<h1>Memory echo</h1><p class=note>Top {s['k']} slots weighted {escape(s['weights'])}; window "
+             f"{s['window']} reads.</p>", _gate_list(doc),
+             _metric_table(echo_rows(doc), ["metric", "what", "logged", *(["served by FPA"] if fpa else [])])]
+    by_read = {r["read_id"]: r for r in doc["reads"]}
+    for c in doc["corrections"]:
+        parts.append(f"<h2>Correction {escape(c['write_id'])}</h2><p class=note>supersedes "
+                     f"{escape(', '.join(c['supersedes']))}; old records {escape(', '.join(c['old']))}; "
+                     f"{c['reads_before']} reads before, {c['reads_after']} after.</p>")
+        after = [r for r in doc["reads"] if r["conversation_id"] == c["conversation_id"]
+                 and r["point"] >= c["point"]]
+        series = {way: [(i + 1, share(by_read[r["read_id"]][way], set(c["old"]), s["k"]), ())
+                        for i, r in enumerate(after)] for way in (("logged", "fpa") if fpa else ("logged",))}
+        if after:
+            parts.append(_figure("Echo Density of each read after the correction",
+                                 plots.rate_lines(series, "read after the correction", "Echo Density")))
+    fams = [[escape(f["family"]), str(f["records"]), str(f["valid"]), escape(", ".join(f["write_ids"][:12]))]
+            for f in doc["families"][:20]]
+    parts.append("<h2>Largest families</h2>" + _table(["family", "records", "still valid", "write ids"], fams, "fam"))
+    return _page("Memory echo", "".join(parts))
+
+
+
+def overlap_html(doc: dict[str, Any]) -> bytes:
+    """`overlap --format html`: metrics, the overlap histogram, and the reads in the risky band."""
+    from .readpath import overlap_rows
+
+    lo, hi = doc["settings"]["band"]
+    total = sum(doc["histogram"]) or 1
+    parts = [f"<h1>Query–memory overlap</h1><p class=note>Top {doc['settings']['k']} memories; middle band "
+             f"[{lo}, {hi}).</p>", _gate_list(doc), _metric_table(overlap_rows(doc), ["metric", "what", "value"]),
+             _figure("Reads by overlap with their top memory (share per tenth)", plots.bars(
+                 {f"{i / 10:.1f}–{(i + 1) / 10:.1f}": n / total for i, n in enumerate(doc["histogram"])},
+                 "share of reads"))]
+    risky = [[escape(r["read_id"]), f"{r['top_overlap']:.2f}", escape(r.get("case") or ""),
+              "" if r["correct"] is None else str(r["correct"]).lower(),
+              escape(", ".join(f"{k}: {v}" for k, v in (r["memtrim"] or {}).get("outcomes", {}).items()))]
+             for r in doc["reads"] if r["band"] == "middle"]
+    if risky:
+        parts.append("<h2>Reads in the risky band</h2>" + _table(
+            ["read", "overlap", "case", "correct", "MemTrim outcome"], risky, "risky"))
+    return _page("Query–memory overlap", "".join(parts))

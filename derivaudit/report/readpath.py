@@ -135,3 +135,52 @@ def overlap_markdown(doc: dict[str, Any]) -> str:
              "| metric | what | value |", "|---|---|---:|"]
     lines += [f"| `{n}` | {what} | {v} |" for n, what, v in overlap_rows(doc)]
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- machine formats shared by echo and overlap
+
+
+def read_rows_csv(doc: dict[str, Any]) -> str:
+    """One row per read: its flat fields (lists joined by spaces), every cell formula-safe."""
+    import csv
+    import io
+
+    from ..safe import cell
+
+    rows = [{k: " ".join(map(str, v)) if isinstance(v, list) else v for k, v in r.items() if not isinstance(v, dict)}
+            for r in doc["reads"]]
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in rows:
+        w.writerow([cell("" if r.get(c) is None else r.get(c)) for c in cols])
+    return buf.getvalue()
+
+
+def gates_junit(name: str, doc: dict[str, Any]) -> str:
+    """One test case per gate (failing when it holds); without a gate, one skipped case: CI should
+    state what it requires of a read-path audit."""
+    import xml.etree.ElementTree as ET
+
+    from .text import _x
+
+    gates = doc.get("gates") or []
+    root = ET.Element("testsuites", name="derivaudit")
+    suite = ET.SubElement(root, "testsuite", name=f"derivaudit.{name}")
+    for g in gates:
+        case = ET.SubElement(suite, "testcase", classname=f"derivaudit.{name}", name=_x(g["expr"]))
+        value = g["why"] or f"{g['value']:.4g}"
+        if g["failed"]:
+            ET.SubElement(case, "failure", message=_x(f"{g['expr']} holds: {value}"), type="gate").text = _x(value)
+        ET.SubElement(case, "system-out").text = _x(f"{g['metric']} = {value}")
+    if not gates:
+        case = ET.SubElement(suite, "testcase", classname=f"derivaudit.{name}", name="gates")
+        ET.SubElement(case, "skipped", message="no --fail-if gate given")
+    failures = sum(bool(g["failed"]) for g in gates)
+    for el in (root, suite):
+        el.set("tests", str(max(1, len(gates))))
+        el.set("failures", str(failures))
+        el.set("skipped", "0" if gates else "1")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
