@@ -270,13 +270,17 @@ def _views(log: Any, write: list[str] | None, format: ViewsFmt, output: Path | N
               + (f"; written to {escape(str(output))}" if output else ""))
 
 
-class EchoFmt(StrEnum):
+class ReportFmt(StrEnum):
     table = "table"
     json = "json"
     md = "md"
     csv = "csv"
     junit = "junit"
     html = "html"
+
+
+ReadPathFmt = Annotated[ReportFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")]
+ReadPathOut = Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or the --format) here (atomic).")]
 
 
 @app.command()
@@ -289,9 +293,8 @@ def echo(
     serve: Annotated[str | None, typer.Option("--serve", help="Also replay every logged candidate pool through a "
                                               "serving rule and compare: fpa (one record per family, "
                                               "post-correction eligibility, authority first).")] = None,
-    format: Annotated[EchoFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")] = EchoFmt.table,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or the --format) here (atomic).")]
-    = None,
+    format: ReadPathFmt = ReportFmt.table,
+    output: ReadPathOut = None,
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"echo.density>0.3\"; exit 1 "
                        "when it holds (or when the metric has no value). Repeatable.")] = None,
     skip_invalid: SkipInvalid = False,
@@ -319,21 +322,21 @@ def echo(
     _read_path_out(doc, gates, format, output, print_echo, echo_markdown)
 
 
-def _read_path_out(doc: dict[str, Any], gates: list[dict[str, Any]], format: EchoFmt, output: Path | None,
+def _read_path_out(doc: dict[str, Any], gates: list[dict[str, Any]], format: ReportFmt, output: Path | None,
                    table: Callable[..., None], markdown: Callable[[dict[str, Any]], str]) -> None:
     """Print or write a read-path report (table, md or JSON), then the gates (exit 1 if one fails)."""
     from .report import built, readpath
 
     doc["gates"] = gates
-    if format is EchoFmt.table and output is None:
+    if format is ReportFmt.table and output is None:
         table(out, doc)
     else:
         name = "echo" if table is readpath.print_echo else "overlap"
-        render: dict[EchoFmt, Callable[[], bytes]] = {
-            EchoFmt.md: lambda: markdown(doc).encode(),
-            EchoFmt.csv: lambda: readpath.read_rows_csv(doc).encode(),
-            EchoFmt.junit: lambda: readpath.gates_junit(name, doc).encode(),
-            EchoFmt.html: lambda: (built.echo_html if name == "echo" else built.overlap_html)(doc),
+        render: dict[ReportFmt, Callable[[], bytes]] = {
+            ReportFmt.md: lambda: markdown(doc).encode(),
+            ReportFmt.csv: lambda: readpath.read_rows_csv(doc).encode(),
+            ReportFmt.junit: lambda: readpath.gates_junit(name, doc).encode(),
+            ReportFmt.html: lambda: (built.echo_html if name == "echo" else built.overlap_html)(doc),
         }
         data = render[format]() if format in render else orjson.dumps(doc, option=orjson.OPT_INDENT_2)
         if output is None:
@@ -352,9 +355,8 @@ def overlap(
     history: History = None,
     k: Annotated[int, typer.Option("--k", min=1, help="Retrieved memories considered per read.")] = 5,
     band: Annotated[str, typer.Option("--band", help="The risky middle band of overlap, LOW,HIGH.")] = "0.2,0.6",
-    format: Annotated[EchoFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")] = EchoFmt.table,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or the --format) here (atomic).")]
-    = None,
+    format: ReadPathFmt = ReportFmt.table,
+    output: ReadPathOut = None,
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"overlap.risky>0.3\"; exit 1 "
                        "when it holds (or when the metric has no value). Repeatable.")] = None,
     skip_invalid: SkipInvalid = False,
@@ -991,15 +993,6 @@ def probe(
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_probe(out, report)
-
-
-class ReportFmt(StrEnum):
-    table = "table"
-    json = "json"
-    md = "md"
-    csv = "csv"
-    junit = "junit"
-    html = "html"
 
 
 @app.command()

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import orjson
 from jsonschema import Draft202012Validator
@@ -419,18 +419,7 @@ def read_problems(r: Read, conv: Conversation | None, stored: Mapping[str, tuple
 
 def accept_reads(checked: Iterable[tuple[Read, list[Problem]]], problems: list[Problem]) -> list[Read]:
     """Reads without problems, in input order; the first accepted read claims its id."""
-    kept: list[Read] = []
-    seen: dict[str, Read] = {}
-    for r, probs in checked:
-        if r.read_id in seen:
-            problems.append(_problem(r, "read_id", "duplicate_read_id",
-                                     f"read {r.read_id!r} already defined at {_where(seen[r.read_id].source)}"))
-        elif probs:
-            problems.extend(probs)
-        else:
-            kept.append(r)
-            seen[r.read_id] = r
-    return kept
+    return _claim(checked, problems, lambda r: r.read_id, "read")
 
 
 def conversation(turns: list[Turn], problems: list[Problem]) -> Conversation:
@@ -481,20 +470,35 @@ def accept_writes(checked: Iterable[tuple[Write, list[Problem]]], problems: list
     """The writes kept, in input order: a write with problems is dropped (its problems reported);
     only accepted writes claim their id, so a later one with a taken id is a duplicate (and
     --skip-invalid keeps a valid write whose id an earlier rejected write also used); then lineage."""
-    kept: list[Write] = []
-    seen: dict[str, Write] = {}
     all_ids: set[str] = set()
-    for w, probs in checked:
+
+    def seen(w: Write) -> str:
         all_ids.add(w.write_id)
-        if w.write_id in seen:
-            problems.append(_problem(w, "write_id", "duplicate_write_id",
-                                     f"write {w.write_id!r} already defined at {_where(seen[w.write_id].source)}"))
+        return w.write_id
+
+    kept = _claim(checked, problems, seen, "write")
+    return _check_lineage(kept, all_ids, lambda *a: problems.append(_problem(*a)))
+
+
+R = TypeVar("R", Write, Read)
+
+
+def _claim(checked: Iterable[tuple[R, list[Problem]]], problems: list[Problem], ident: Callable[[R], str],
+           kind: str) -> list[R]:
+    """Records without problems, in input order; the first accepted record claims its id."""
+    kept: list[R] = []
+    seen: dict[str, R] = {}
+    for rec, probs in checked:
+        key = ident(rec)
+        if key in seen:
+            problems.append(_problem(rec, f"{kind}_id", f"duplicate_{kind}_id",
+                                     f"{kind} {key!r} already defined at {_where(seen[key].source)}"))
         elif probs:
             problems.extend(probs)
         else:
-            kept.append(w)
-            seen[w.write_id] = w
-    return _check_lineage(kept, all_ids, lambda *a: problems.append(_problem(*a)))
+            kept.append(rec)
+            seen[key] = rec
+    return kept
 
 
 def _check_lineage(writes: list[Write], all_ids: set[str], bad: Any) -> list[Write]:

@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..io import LogError
 from ..records import Problem
 from ..registry import Registry
+
+if TYPE_CHECKING:
+    import sqlite3
 
 
 @dataclass
@@ -41,6 +44,26 @@ def read_json(path: str | Path) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:
         raise LogError([Problem(str(p), e.lineno, None, "invalid_json", f"invalid JSON: {e.msg}")]) from None
+
+
+def open_sqlite(path: str | Path, table: str, what: str) -> sqlite3.Connection:
+    """A store's SQLite file, read-only; LogError naming the file when it is missing, not SQLite, or
+    lacks `table` (then it is not `what`)."""
+    import sqlite3
+
+    p = Path(path)
+    f = str(p)
+    if not p.exists():
+        raise LogError([Problem(f, None, None, "file_not_found", "file does not exist")])
+    try:
+        db = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise LogError([Problem(f, None, None, "unreadable", f"not a SQLite database ({e})")]) from None
+    if table not in tables:
+        db.close()
+        raise LogError([Problem(f, None, None, "bad_format", f"no {table!r} table: not {what}")])
+    return db
 
 
 def instant(x: Any) -> float | None:

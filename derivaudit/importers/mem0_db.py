@@ -27,7 +27,7 @@ from typing import Any
 
 from ..io import LogError
 from ..records import MAX_PASSAGES, Problem
-from . import ImportResult
+from . import ImportResult, open_sqlite
 from . import instant as _instant
 
 TOLERANCE = 120.0  # seconds between a memory event and the saving of its call's messages
@@ -39,25 +39,9 @@ def _str(x: Any) -> str | None:
     return x if isinstance(x, str) else None
 
 
-def _open(path: str | Path) -> sqlite3.Connection:
-    p = Path(path)
-    f = str(p)
-    if not p.exists():
-        raise LogError([Problem(f, None, None, "file_not_found", "file does not exist")])
-    try:
-        db = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as e:
-        raise LogError([Problem(f, None, None, "unreadable", f"not a SQLite database ({e})")]) from None
-    if "history" not in tables:
-        db.close()
-        raise LogError([Problem(f, None, None, "bad_format", "no 'history' table: not a mem0 history.db")])
-    return db
-
-
 def convert(path: str | Path) -> ImportResult:
     f = str(path)
-    db = _open(path)
+    db = open_sqlite(path, "history", "a mem0 history.db")
     res = ImportResult()
     try:
         cols = {r[1] for r in db.execute("PRAGMA table_info(history)")}

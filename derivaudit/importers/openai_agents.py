@@ -22,7 +22,7 @@ import orjson
 
 from ..io import LogError
 from ..records import Problem
-from . import ImportResult
+from . import ImportResult, open_sqlite
 
 
 def _text(content: Any) -> str:
@@ -34,22 +34,15 @@ def _text(content: Any) -> str:
 
 
 def convert(path: str | Path) -> ImportResult:
-    p = Path(path)
-    f = str(p)
-    if not p.exists():
-        raise LogError([Problem(f, None, None, "file_not_found", "file does not exist")])
+    f = str(path)
+    db = open_sqlite(path, "agent_messages", "an Agents SDK SQLiteSession database")
     try:
-        db = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "agent_messages" not in tables:
-            db.close()
-            raise LogError([Problem(f, None, None, "bad_format",
-                                    "no 'agent_messages' table: not an Agents SDK SQLiteSession database")])
         rows = db.execute("SELECT id, session_id, message_data, created_at FROM agent_messages "
                           "ORDER BY session_id, created_at, id").fetchall()
-        db.close()
     except sqlite3.DatabaseError as e:
-        raise LogError([Problem(f, None, None, "unreadable", f"not a SQLite database ({e})")]) from None
+        raise LogError([Problem(f, None, None, "unreadable", f"cannot read agent_messages ({e})")]) from None
+    finally:
+        db.close()
     res = ImportResult()
     order: dict[str, int] = {}
     skipped: dict[str, int] = {}
