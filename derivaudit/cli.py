@@ -301,42 +301,42 @@ def echo(
 ) -> None:
     """Memory echo over read events (seed 003): families from provenance, Echo Density, RRI, WEP."""
     from .echo import audit_echo
-    from .report.gates import ReportError, evaluate_metric_gates
-    from .report.readpath import echo_markdown, print_echo
 
     if serve not in (None, "fpa"):
         _bad(f"--serve {escape(serve)!r}: known serving rules: fpa")
     if serve is None and any(".fpa" in g for g in fail_if or []):
         _bad("a gate on an .fpa metric needs --serve fpa")
-    log = load_log([*(history or []), *files], skip_invalid=skip_invalid)
+    _read_path("echo", [*(history or []), *files], skip_invalid, fail_if, format, output,
+               lambda log: audit_echo(log, k=k, window=window, serve=serve).to_dict(),
+               "only families and storage (rri_storage) can be measured")
+
+
+def _read_path(name: str, paths: list[Path], skip_invalid: bool, fail_if: list[str] | None, format: ReportFmt,
+               output: Path | None, audit: Callable[[MemoryLog], dict[str, Any]], without_reads: str) -> None:
+    """Load, audit, gate, then print or write a read-path report in the chosen format (exit 1 when a
+    gate fails, 2 on bad input or a bad gate)."""
+    from .report import built, readpath
+    from .report.gates import ReportError, evaluate_metric_gates
+
+    log = load_log(paths, skip_invalid=skip_invalid)
     _report_skipped(log)
-    doc = audit_echo(log, k=k, window=window, serve=serve).to_dict()
+    doc = audit(log)
     try:
-        gates = evaluate_metric_gates(doc["metrics"], fail_if or [],
-                                      empty=None if log.reads else "the log has no read event")
+        doc["gates"] = gates = evaluate_metric_gates(doc["metrics"], fail_if or [],
+                                                     empty=None if log.reads else "the log has no read event")
     except ReportError as e:
         _bad(str(e))
     if not log.reads:
-        err.print("[yellow]warning[/yellow]: the log has no read event; only families and storage (rri_storage) "
-                  "can be measured")
-    _read_path_out(doc, gates, format, output, print_echo, echo_markdown)
-
-
-def _read_path_out(doc: dict[str, Any], gates: list[dict[str, Any]], format: ReportFmt, output: Path | None,
-                   table: Callable[..., None], markdown: Callable[[dict[str, Any]], str]) -> None:
-    """Print or write a read-path report (table, md or JSON), then the gates (exit 1 if one fails)."""
-    from .report import built, readpath
-
-    doc["gates"] = gates
+        err.print(f"[yellow]warning[/yellow]: the log has no read event; {without_reads}")
+    echo = name == "echo"
     if format is ReportFmt.table and output is None:
-        table(out, doc)
+        (readpath.print_echo if echo else readpath.print_overlap)(out, doc)
     else:
-        name = "echo" if table is readpath.print_echo else "overlap"
         render: dict[ReportFmt, Callable[[], bytes]] = {
-            ReportFmt.md: lambda: markdown(doc).encode(),
+            ReportFmt.md: lambda: (readpath.echo_markdown if echo else readpath.overlap_markdown)(doc).encode(),
             ReportFmt.csv: lambda: readpath.read_rows_csv(doc).encode(),
             ReportFmt.junit: lambda: readpath.gates_junit(name, doc).encode(),
-            ReportFmt.html: lambda: (built.echo_html if name == "echo" else built.overlap_html)(doc),
+            ReportFmt.html: lambda: (built.echo_html if echo else built.overlap_html)(doc),
         }
         data = render[format]() if format in render else orjson.dumps(doc, option=orjson.OPT_INDENT_2)
         if output is None:
@@ -363,8 +363,6 @@ def overlap(
 ) -> None:
     """Query–memory overlap over read events (seed 000): risky middle band, TA vs TD-Dup, MemTrim."""
     from .overlap import audit_overlap
-    from .report.gates import ReportError, evaluate_metric_gates
-    from .report.readpath import overlap_markdown, print_overlap
 
     try:
         lo, hi = (float(x) for x in band.split(","))
@@ -372,17 +370,8 @@ def overlap(
             raise ValueError
     except ValueError:
         _bad(f"--band {escape(band)!r}: expected LOW,HIGH with 0 <= LOW < HIGH <= 1, e.g. 0.2,0.6")
-    log = load_log([*(history or []), *files], skip_invalid=skip_invalid)
-    _report_skipped(log)
-    doc = audit_overlap(log, k=k, band=(lo, hi))
-    try:
-        gates = evaluate_metric_gates(doc["metrics"], fail_if or [],
-                                      empty=None if log.reads else "the log has no read event")
-    except ReportError as e:
-        _bad(str(e))
-    if not log.reads:
-        err.print("[yellow]warning[/yellow]: the log has no read event: nothing to measure")
-    _read_path_out(doc, gates, format, output, print_overlap, overlap_markdown)
+    _read_path("overlap", [*(history or []), *files], skip_invalid, fail_if, format, output,
+               lambda log: audit_overlap(log, k=k, band=(lo, hi)), "nothing to measure")
 
 
 def _print_gates(gates: list[dict[str, Any]]) -> None:
