@@ -184,6 +184,9 @@ def test_letta_agent_file(fixtures, tmp_path):
     assert (c3.parent_id, c3.operation, c3.citations) == ("call-1", "update", ("t3",))
     assert c4.meta["tool"] == "archival_memory_insert" and c4.citations == ("t3",)
     assert (notes["memory_edits"], notes["failed_edits"]) == (4, 1)
+    (read,) = log.reads  # the archival search, matched to the archival write its results hold
+    assert (read.read_id, read.query) == ("call-6", "Priya's tastes")
+    assert (read.retrieved, read.last_seen_turn) == (("call-4",), "t3")
 
 
 def test_letta_older_single_agent_form(fixtures, tmp_path):

@@ -10,10 +10,13 @@ Mapping: conversation = agent id (else name). Turns: user messages (MemGPT-style
 skipped) and what the assistant said to the user (`send_message` arguments, or its text when it
 called no tool; inner monologue is not a turn). Writes: calls of Letta's memory tools —
 core_memory_append / core_memory_replace / memory_insert / memory_replace / memory_rethink /
-archival_memory_insert / memory — whose tool return did not fail. The written text is the new content;
-the citation is the user turn before the call (Letta keeps no other provenance) and the write
-point is the last turn before it. A replace names its parent: the latest earlier write on the same
-block that contains the replaced text. Block labels go to `meta.label`.
+archival_memory_insert / memory — whose tool return did not fail. The written text is the new
+content; the citation is the user turn before the call (Letta keeps no other provenance) and the
+write point is the last turn before it. A replace names its parent: the latest earlier write on the
+same block that contains the replaced text. Block labels go to `meta.label`. Reads:
+`archival_memory_search` calls, with the earlier archival writes whose text the tool return holds,
+in the order it lists them (Letta returns text, not ids; a search that matches no imported write
+is counted).
 """
 
 from __future__ import annotations
@@ -82,6 +85,23 @@ def _failed(ret: dict[str, Any] | None) -> bool:
     return isinstance(body, dict) and str(body.get("status", "")).lower() in ("failed", "error")
 
 
+def _read(call: dict[str, Any], args: dict[str, Any], ret: dict[str, Any] | None, edits: list[dict[str, Any]],
+          conv: str, point: str, when: Any) -> dict[str, Any] | None:
+    """An archival search as a read event: the query, and the earlier archival writes whose text the
+    tool return holds, in the order it lists them (Letta returns text, not ids)."""
+    query = args.get("query")
+    text = _text(ret) if ret is not None else ""
+    if not isinstance(query, str) or not query.strip() or not text:
+        return None
+    found = sorted((text.find(e["text"]), e["write_id"]) for e in edits
+                    if e["meta"].get("tool") == "archival_memory_insert" and e["text"] in text)
+    if not found:
+        return None
+    return {"type": "read", "read_id": str(call.get("id") or f"{conv}-search"), "conversation_id": conv,
+            "last_seen_turn": point, "query": query.strip(), "retrieved": [w for _, w in found],
+            "time": when if isinstance(when, str) else None}
+
+
 def convert(path: str | Path) -> ImportResult:
     f = str(path)
     data = read_json(path)
@@ -130,6 +150,13 @@ def convert(path: str | Path) -> ImportResult:
             for c, (name, args) in calls:
                 if name == "send_message" and isinstance(args.get("message"), str) and args["message"].strip():
                     last_turn = turn("assistant", args["message"].strip(), when)
+                    continue
+                if name == "archival_memory_search" and last_turn is not None:
+                    read = _read(c, args, returns.get(c.get("id")), edits, conv, last_turn, when)
+                    if read is None:
+                        stats["searches_unmatched"] = stats.get("searches_unmatched", 0) + 1
+                    else:
+                        res.reads.append(read)
                     continue
                 if name not in MEMORY_TOOLS:
                     continue
