@@ -7,15 +7,20 @@ Library use (the CLI is a thin layer over these):
     for v in build_views(log):
         print(v.write.write_id, len(v.citation_only), len(v.expanded), v.search_limited)
 
+    from derivaudit import audit_echo, audit_overlap      # the read path, no model needed
+    print(audit_echo(load_log("reads.jsonl"), serve="fpa").metrics["echo.density"])
+
 Importing the package is light: model code (torch, transformers) loads only when a model is used.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from .echo import audit_echo, serve_fpa
 from .evidence import EvidenceSettings, Views, build_views, tokenize
 from .io import LogError, check_log, load_log
-from .records import Conversation, MemoryLog, Problem, Turn, Write
+from .overlap import audit_overlap, trim
+from .records import Conversation, MemoryLog, Problem, Read, Turn, Write
 
 try:
     __version__ = version("derivaudit")
@@ -32,6 +37,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Conversation", "EvidenceSettings", "admit", "LogError", "MemoryLog", "Problem", "Turn", "Views", "Write",
-    "__version__", "build_views", "check_log", "load_log", "tokenize",
+    "Conversation", "EvidenceSettings", "admit", "LogError", "MemoryLog", "Problem", "Read", "Turn", "Views", "Write",
+    "__version__", "audit_echo", "audit_overlap", "build_views", "check_log", "load_log", "serve_fpa", "tokenize",
+    "trim",
 ]
