@@ -34,7 +34,7 @@ class RuleBackend(Backend):
         return {"backend": self.name, "model": "rule"}
 
     def _statement(self, task: str) -> str:
-        m = re.search(r"(?:Statement|Claim|Obligation): (?:<claim>)?(.*?)(?:</claim>)?$", task, re.M)
+        m = re.search(r"(?:Statement|Claim|Obligation): (.*)", task)
         return m.group(1) if m else task
 
     def score(self, prompts: Sequence[Prompt], k: int = 100) -> list[Score]:
