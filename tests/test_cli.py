@@ -267,3 +267,14 @@ def test_read_path_reports_in_every_format(fixtures, tmp_path, command, log):
             assert data.splitlines()[0].startswith("read_id,") and len(data.splitlines()) > 3
         elif fmt == "json":
             assert orjson.loads(data)["gates"][0]["failed"] is True
+
+
+def test_read_path_html_escapes_ids_once(fixtures, tmp_path):
+    """Ids reach the HTML page escaped exactly once (the table helper escapes; nothing before it)."""
+    log = tmp_path / "echo.jsonl"
+    log.write_text((fixtures / "echo.jsonl").read_text().replace('"keto"', '"keto&<b>"'))
+    out = tmp_path / "e.html"
+    r = run("echo", log, "--format", "html", "-o", out)
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    assert "keto&amp;&lt;b&gt;" in page and "&amp;amp;" not in page and "<b>" not in page

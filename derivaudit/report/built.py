@@ -8,7 +8,7 @@ from typing import Any
 
 from ..safe import html_escape as escape
 from . import plots
-from .html import _table
+from .html import _gates, _table
 
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -105,14 +105,7 @@ def probe_html(rep: dict[str, Any]) -> bytes:
 
 
 def _metric_table(rows: list[tuple[Any, ...]], head: list[str]) -> str:
-    return _table(head, [[escape(str(x)) for x in r if x is not None] for r in rows], "metrics")
-
-
-def _gate_list(doc: dict[str, Any]) -> str:
-    items = "".join(f"<li class={'bad' if g['failed'] else 'ok'}>{escape(g['expr'])}: "
-                    f"{escape(g['why'] or format(g['value'], '.4g'))} — {'FAILED' if g['failed'] else 'passed'}</li>"
-                    for g in doc.get("gates") or [])
-    return f"<h2>Gates</h2><ul>{items}</ul>" if items else ""
+    return _table(head, [[str(x) for x in r if x is not None] for r in rows], "metrics")
 
 
 def echo_html(doc: dict[str, Any]) -> bytes:
@@ -123,7 +116,7 @@ def echo_html(doc: dict[str, Any]) -> bytes:
 
     s, fpa = doc["settings"], doc["settings"].get("serve") == "fpa"
     parts = [f"<h1>Memory echo</h1><p class=note>Top {s['k']} slots weighted {escape(s['weights'])}; window "
-             f"{s['window']} reads.</p>", _gate_list(doc),
+             f"{s['window']} reads.</p>", _gates(doc.get("gates") or []),
              _metric_table(echo_rows(doc), ["metric", "what", "logged", *(["served by FPA"] if fpa else [])])]
     by_read = {r["read_id"]: r for r in doc["reads"]}
     for c in doc["corrections"]:
@@ -137,11 +130,10 @@ def echo_html(doc: dict[str, Any]) -> bytes:
         if after:
             parts.append(_figure("Echo Density of each read after the correction",
                                  plots.rate_lines(series, "read after the correction", "Echo Density")))
-    fams = [[escape(f["family"]), str(f["records"]), str(f["valid"]), escape(", ".join(f["write_ids"][:12]))]
+    fams = [[f["family"], str(f["records"]), str(f["valid"]), ", ".join(f["write_ids"][:12])]
             for f in doc["families"][:20]]
     parts.append("<h2>Largest families</h2>" + _table(["family", "records", "still valid", "write ids"], fams, "fam"))
     return _page("Memory echo", "".join(parts))
-
 
 
 def overlap_html(doc: dict[str, Any]) -> bytes:
@@ -151,13 +143,14 @@ def overlap_html(doc: dict[str, Any]) -> bytes:
     lo, hi = doc["settings"]["band"]
     total = sum(doc["histogram"]) or 1
     parts = [f"<h1>Query–memory overlap</h1><p class=note>Top {doc['settings']['k']} memories; middle band "
-             f"[{lo}, {hi}).</p>", _gate_list(doc), _metric_table(overlap_rows(doc), ["metric", "what", "value"]),
+             f"[{lo}, {hi}).</p>", _gates(doc.get("gates") or []),
+             _metric_table(overlap_rows(doc), ["metric", "what", "value"]),
              _figure("Reads by overlap with their top memory (share per tenth)", plots.bars(
                  {f"{i / 10:.1f}–{(i + 1) / 10:.1f}": n / total for i, n in enumerate(doc["histogram"])},
                  "share of reads"))]
-    risky = [[escape(r["read_id"]), f"{r['top_overlap']:.2f}", escape(r.get("case") or ""),
+    risky = [[r["read_id"], f"{r['top_overlap']:.2f}", r.get("case") or "",
               "" if r["correct"] is None else str(r["correct"]).lower(),
-              escape(", ".join(f"{k}: {v}" for k, v in (r["memtrim"] or {}).get("outcomes", {}).items()))]
+              ", ".join(f"{k}: {v}" for k, v in (r["memtrim"] or {}).get("outcomes", {}).items())]
              for r in doc["reads"] if r["band"] == "middle"]
     if risky:
         parts.append("<h2>Reads in the risky band</h2>" + _table(
