@@ -300,10 +300,10 @@ def echo(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Memory echo over read events (seed 003): families from provenance, Echo Density, RRI, WEP."""
-    from .echo import audit_echo
+    from .echo import SERVING, audit_echo
 
-    if serve not in (None, "fpa"):
-        _bad(f"--serve {escape(serve)!r}: known serving rules: fpa")
+    if serve not in (None, *SERVING):
+        _bad(f"--serve {escape(serve)!r}: known serving rules: {', '.join(SERVING)}")
     if serve is None and any(".fpa" in g for g in fail_if or []):
         _bad("a gate on an .fpa metric needs --serve fpa")
     _read_path("echo", [*(history or []), *files], skip_invalid, fail_if, format, output,
@@ -362,12 +362,11 @@ def overlap(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Query–memory overlap over read events (seed 000): risky middle band, TA vs TD-Dup, MemTrim."""
-    from .overlap import audit_overlap
+    from .overlap import audit_overlap, check_band
 
     try:
         lo, hi = (float(x) for x in band.split(","))
-        if not 0 <= lo < hi <= 1:
-            raise ValueError
+        check_band((lo, hi))
     except ValueError:
         _bad(f"--band {escape(band)!r}: expected LOW,HIGH with 0 <= LOW < HIGH <= 1, e.g. 0.2,0.6")
     _read_path("overlap", [*(history or []), *files], skip_invalid, fail_if, format, output,

@@ -35,9 +35,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .io import point_order
 from .records import MemoryLog, Read, Write
 
 K = 5  # the five-record budget of seed 003
+SERVING = ("fpa",)  # the serving rules `audit_echo(serve=...)` replays
 WINDOW = 30  # post-correction read-only probes
 
 
@@ -103,8 +105,7 @@ def corrections(log: MemoryLog, fam: Mapping[str, str]) -> list[Correction]:
                     todo.append(ch)
         old = {w.write_id for w in log.writes if fam[w.write_id] in sup and w.write_id not in new
                and w.conversation_id == c.conversation_id}
-        conv = log.conversations[c.conversation_id]
-        out.append(Correction(c, sup, conv.turns[conv.position[c.last_seen_turn]].order, frozenset(old),
+        out.append(Correction(c, sup, point_order(c, log.conversations[c.conversation_id]), frozenset(old),
                               frozenset(new)))
     return out
 
@@ -132,11 +133,10 @@ def _excess(ids: Sequence[str], fam: Mapping[str, str], k: int) -> float | None:
 
 
 def _rri(ids: Sequence[str], c: Correction, k: int) -> float | None:
-    top = ids[:k]
-    ws = _weights(len(top))
-    old = sum(w for w, i in zip(ws, top, strict=True) if i in c.old)
-    new = sum(w for w, i in zip(ws, top, strict=True) if i in c.new)
-    return old / (old + new) if old + new else None
+    old, new = share(ids, c.old, k), share(ids, c.new, k)  # same denominator: the ratio is the slots'
+    if old is None or new is None or old + new == 0:  # no slot filled, or neither family served
+        return None
+    return old / (old + new)
 
 
 def serve_fpa(candidates: Sequence[Write], fam: Mapping[str, str], superseded_old: set[str] | frozenset[str],
@@ -158,7 +158,8 @@ def serve_fpa(candidates: Sequence[Write], fam: Mapping[str, str], superseded_ol
     return served
 
 
-def _mean(xs: Sequence[float | None]) -> float | None:
+def mean_of(xs: Sequence[float | None]) -> float | None:
+    """The mean of the values present (None when there is none): a rate over what could be measured."""
     vals = [x for x in xs if x is not None]
     return statistics.fmean(vals) if vals else None
 
@@ -179,12 +180,12 @@ class EchoResult:
 def audit_echo(log: MemoryLog, *, k: int = K, window: int = WINDOW, serve: str | None = None) -> EchoResult:
     """Families, corrections and the echo metrics of every read (as logged, and as FPA would serve
     them with `serve="fpa"`)."""
-    if serve not in (None, "fpa"):
-        raise ValueError(f"unknown serving rule {serve!r} (known: fpa)")
+    if serve not in (None, *SERVING):
+        raise ValueError(f"unknown serving rule {serve!r} (known: {', '.join(SERVING)})")
     fam = families(log.writes)
     by_id = {w.write_id: w for w in log.writes}
     cors = corrections(log, fam)
-    point = {r.read_id: _order(log, r) for r in log.reads}
+    point = {r.read_id: point_order(r, log.conversations[r.conversation_id]) for r in log.reads}
     ways = ("logged", "fpa") if serve else ("logged",)
 
     def served(r: Read, way: str) -> list[str]:
@@ -210,10 +211,11 @@ def audit_echo(log: MemoryLog, *, k: int = K, window: int = WINDOW, serve: str |
                                "rri_storage": _storage(c, by_id)}
         for way in ways:
             ids = lists[way]
-            row[f"density_pre_{way}"] = _mean([share(ids[r.read_id], c.old, k) for r in pre])
-            row[f"density_{way}"] = _mean([share(ids[r.read_id], c.old, k) for r in post])
-            row[f"rri_{way}"] = _mean([_rri(ids[r.read_id], c, k) for r in post])
-            row[f"wep_{way}"] = _mean([share(ids[r.read_id], c.old, k) for r in post[:window]])
+            after = [share(ids[r.read_id], c.old, k) for r in post]
+            row[f"density_pre_{way}"] = mean_of([share(ids[r.read_id], c.old, k) for r in pre])
+            row[f"density_{way}"] = mean_of(after)
+            row[f"rri_{way}"] = mean_of([_rri(ids[r.read_id], c, k) for r in post])
+            row[f"wep_{way}"] = mean_of(after[:window])
             row[f"wep_reads_{way}"] = len(post[:window])
         rows.append(row)
     sizes: dict[str, list[str]] = {}
@@ -227,20 +229,15 @@ def audit_echo(log: MemoryLog, *, k: int = K, window: int = WINDOW, serve: str |
         "corrections": float(len(cors)),
         "multiplicity": statistics.fmean(f["records"] for f in fams) if fams else None,
         "max_multiplicity": float(fams[0]["records"]) if fams else None,
-        "rri_storage": _mean([r["rri_storage"] for r in rows]),
+        "rri_storage": mean_of([r["rri_storage"] for r in rows]),
     }
     for way in ways:
         sfx = "" if way == "logged" else f".{way}"
-        metrics[f"excess{sfx}"] = _mean([x[f"excess_{way}"] for x in reads])
+        metrics[f"excess{sfx}"] = mean_of([x[f"excess_{way}"] for x in reads])
         for m in ("density_pre", "density", "rri", "wep"):
-            metrics[f"{m}{sfx}"] = _mean([r[f"{m}_{way}"] for r in rows])
+            metrics[f"{m}{sfx}"] = mean_of([r[f"{m}_{way}"] for r in rows])
     return EchoResult({"k": k, "window": window, "serve": serve, "weights": "1/log2(rank+1)"},
                       {f"echo.{n}": v for n, v in metrics.items()}, fams, rows, reads)
-
-
-def _order(log: MemoryLog, r: Read) -> int:
-    conv = log.conversations[r.conversation_id]
-    return conv.turns[conv.position[r.last_seen_turn]].order
 
 
 def _storage(c: Correction, by_id: Mapping[str, Write]) -> float | None:

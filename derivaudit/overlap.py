@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .echo import mean_of
 from .evidence import tokenize
 from .records import MemoryLog, Read, Write
 
@@ -200,16 +201,15 @@ def _band_of(x: float, band: tuple[float, float]) -> str:
     return "low" if x < band[0] else "middle" if x < band[1] else "high"
 
 
-def _rate(xs: Sequence[bool | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return sum(vals) / len(vals) if vals else None
+def check_band(band: tuple[float, float]) -> None:
+    if not 0 <= band[0] < band[1] <= 1:
+        raise ValueError(f"band {band}: expected 0 <= low < high <= 1")
 
 
 def audit_overlap(log: MemoryLog, *, k: int = K, band: tuple[float, float] = BAND) -> dict[str, Any]:
     """Overlap of every read with its retrieved memories, bands, TA/TD-Dup accuracy, and MemTrim
     decisions where the log carries evidence units."""
-    if not 0 <= band[0] < band[1] <= 1:
-        raise ValueError(f"band {band}: expected 0 <= low < high <= 1")
+    check_band(band)
     by_id = {w.write_id: w for w in log.writes}
     reads = []
     for r in log.reads:
@@ -231,15 +231,15 @@ def audit_overlap(log: MemoryLog, *, k: int = K, band: tuple[float, float] = BAN
         "reads": float(len(reads)),
         "mean": statistics.fmean(tops) if tops else None,
         "risky": (sum(x["band"] == "middle" for x in reads if x["band"]) / len(tops)) if tops else None,
-        "accuracy": _rate([x["correct"] for x in reads]),
+        "accuracy": mean_of([x["correct"] for x in reads]),
     }
     for b in ("low", "middle", "high"):
-        m[f"accuracy.{b}"] = _rate([x["correct"] for x in reads if x["band"] == b])
+        m[f"accuracy.{b}"] = mean_of([x["correct"] for x in reads if x["band"] == b])
     for case, name in (("TA", "ta"), ("TD-Dup", "td_dup")):
         sel = [x for x in reads if x.get("case") == case]
         m[f"{name}"] = float(len(sel))
-        m[f"accuracy.{name}"] = _rate([x["correct"] for x in sel])
-    m["adopted_stale"] = _rate([x.get("adopted_stale") for x in reads if x.get("case") == "TD-Dup"])
+        m[f"accuracy.{name}"] = mean_of([x["correct"] for x in sel])
+    m["adopted_stale"] = mean_of([x.get("adopted_stale") for x in reads if x.get("case") == "TD-Dup"])
     trimmed = [x["memtrim"] for x in reads if x["memtrim"]]
     m["memtrim.reads"] = float(len(trimmed))
     decisions = [d for t in trimmed for d in t["outcomes"].values() if d != "none"]
