@@ -66,6 +66,20 @@ def open_sqlite(path: str | Path, table: str, what: str) -> sqlite3.Connection:
     return db
 
 
+def content_text(content: Any) -> str:
+    """A chat message's text: a string, or the `text` of its parts (OpenAI and Letta content lists)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def text_or_none(x: Any) -> str | None:
+    """A field kept only when it is text: exports (and SQLite columns) may hold any type there."""
+    return x if isinstance(x, str) else None
+
+
 def instant(x: Any) -> float | None:
     """An ISO 8601 time as seconds since the epoch (no offset means UTC), or None: exports stamp
     times in different zones, so they are compared as instants, never as strings."""

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from ..records import Problem
-from . import ImportResult, read_json
+from . import ImportResult, content_text, read_json, text_or_none
 
 MEMORY_TOOLS = {"core_memory_append": "add", "core_memory_replace": "update", "memory_insert": "add",
                 "memory_replace": "update", "memory_rethink": "consolidate", "archival_memory_insert": "add",
@@ -38,12 +38,7 @@ _SKIP = {"login", "heartbeat", "system_alert"}
 
 
 def _text(m: dict[str, Any]) -> str:
-    c = m.get("content")
-    if isinstance(c, str):
-        return c
-    if isinstance(c, list):
-        return "\n".join(p["text"] for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
+    return content_text(m.get("content"))
 
 
 def _user(text: str) -> str | None:
@@ -99,7 +94,7 @@ def _read(call: dict[str, Any], args: dict[str, Any], ret: dict[str, Any] | None
         return None
     return {"type": "read", "read_id": str(call.get("id") or f"{conv}-search"), "conversation_id": conv,
             "last_seen_turn": point, "query": query.strip(), "retrieved": [w for _, w in found],
-            "time": when if isinstance(when, str) else None}
+            "time": text_or_none(when)}
 
 
 def convert(path: str | Path) -> ImportResult:
@@ -131,7 +126,7 @@ def convert(path: str | Path) -> ImportResult:
             nonlocal n
             tid = f"t{n + 1}"
             res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
-                              "speaker": speaker, "text": text, "time": when if isinstance(when, str) else None})
+                              "speaker": speaker, "text": text, "time": text_or_none(when)})
             n += 1
             return tid
 
@@ -177,7 +172,7 @@ def convert(path: str | Path) -> ImportResult:
                 op = MEMORY_TOOLS[name] or ("update" if old else "add")
                 w = {"type": "write", "write_id": str(c.get("id") or f"{conv}-call{i}"), "conversation_id": conv,
                      "text": new.strip(), "citations": [last_user], "last_seen_turn": last_turn,
-                     "time": when if isinstance(when, str) else None, "parent_id": parent, "operation": op,
+                     "time": text_or_none(when), "parent_id": parent, "operation": op,
                      "meta": {"tool": name, **({"label": str(label)} if label is not None else {})}}
                 edits.append(w)
                 res.writes.append(w)

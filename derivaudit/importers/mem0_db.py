@@ -27,16 +27,12 @@ from typing import Any
 
 from ..io import LogError
 from ..records import MAX_PASSAGES, Problem
-from . import ImportResult, open_sqlite
+from . import ImportResult, open_sqlite, text_or_none
 from . import instant as _instant
 
 TOLERANCE = 120.0  # seconds between a memory event and the saving of its call's messages
 
 
-
-def _str(x: Any) -> str | None:
-    """A column as text, or None: SQLite lets any column hold any type."""
-    return x if isinstance(x, str) else None
 
 
 def convert(path: str | Path) -> ImportResult:
@@ -75,7 +71,7 @@ def convert(path: str | Path) -> ImportResult:
         count[conv] = n + 1
         tid = f"m{n + 1}"
         res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
-                          "speaker": str(name or role or ""), "text": content, "time": _str(created)})
+                          "speaker": str(name or role or ""), "text": content, "time": text_or_none(created)})
         key = (conv, str(created))
         if key not in last:
             last[key] = []
@@ -113,7 +109,7 @@ def convert(path: str | Path) -> ImportResult:
         prev = versions.get(mid, [])
         w = {"type": "write", "write_id": str(rid), "conversation_id": conv, "text": text.strip(),
              "citations": ids[-MAX_PASSAGES:], "last_seen_turn": ids[-1],
-             "time": _str(updated if ev == "UPDATE" else created), "source_id": mid or None,
+             "time": text_or_none(updated if ev == "UPDATE" else created), "source_id": mid or None,
              "parent_id": prev[-1]["write_id"] if prev and ev == "UPDATE" else None,
              "operation": ev.lower(), "round": len(prev) if ev == "UPDATE" else 0}
         if isinstance(actor, str) and actor:

@@ -16,21 +16,12 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from ..io import LogError
 from ..records import Problem
-from . import ImportResult, open_sqlite
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
+from . import ImportResult, content_text, open_sqlite, text_or_none
 
 
 def convert(path: str | Path) -> ImportResult:
@@ -59,7 +50,7 @@ def convert(path: str | Path) -> ImportResult:
             continue
         kind = item.get("type", "message")
         role = item.get("role")
-        text = _text(item.get("content")).strip()
+        text = content_text(item.get("content")).strip()
         if kind != "message" or role not in ("user", "assistant") or not text:
             key = str(kind if kind != "message" else f"{role} message" if text else "empty message")
             skipped[key] = skipped.get(key, 0) + 1
@@ -68,6 +59,6 @@ def convert(path: str | Path) -> ImportResult:
         n = order.get(conv, 0)
         order[conv] = n + 1
         res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": f"m{rid}", "order": n,
-                          "speaker": role, "text": text, "time": created if isinstance(created, str) else None})
+                          "speaker": role, "text": text, "time": text_or_none(created)})
     res.notes = {"rows": len(rows), "sessions": len(order), **{f"skipped {k}": v for k, v in sorted(skipped.items())}}
     return res
