@@ -315,7 +315,7 @@ def _read_path(name: str, paths: list[Path], skip_invalid: bool, fail_if: list[s
                output: Path | None, audit: Callable[[MemoryLog], dict[str, Any]], without_reads: str) -> None:
     """Load, audit, gate, then print or write a read-path report in the chosen format (exit 1 when a
     gate fails, 2 on bad input or a bad gate)."""
-    from .report import built, readpath
+    from .report import readpath
     from .report.gates import ReportError, evaluate_metric_gates
 
     log = load_log(paths, skip_invalid=skip_invalid)
@@ -328,17 +328,10 @@ def _read_path(name: str, paths: list[Path], skip_invalid: bool, fail_if: list[s
         _bad(str(e))
     if not log.reads:
         err.print(f"[yellow]warning[/yellow]: the log has no read event; {without_reads}")
-    echo = name == "echo"
     if format is ReportFmt.table and output is None:
-        (readpath.print_echo if echo else readpath.print_overlap)(out, doc)
+        readpath.print_table(name, out, doc)
     else:
-        render: dict[ReportFmt, Callable[[], bytes]] = {
-            ReportFmt.md: lambda: (readpath.echo_markdown if echo else readpath.overlap_markdown)(doc).encode(),
-            ReportFmt.csv: lambda: readpath.read_rows_csv(doc).encode(),
-            ReportFmt.junit: lambda: readpath.gates_junit(name, doc).encode(),
-            ReportFmt.html: lambda: (built.echo_html if echo else built.overlap_html)(doc),
-        }
-        data = render[format]() if format in render else orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+        data = readpath.render(name, format.value, doc)  # -o with the table format writes JSON
         if output is None:
             sys.stdout.buffer.write(data + (b"" if data.endswith(b"\n") else b"\n"))
         else:

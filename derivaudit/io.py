@@ -373,8 +373,7 @@ def _problem(rec: Turn | Write | Read, fld: str | None, code: str, msg: str) -> 
     return Problem(s.file if s else "?", s.line if s else None, fld, code, msg)
 
 
-def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem],
-              reads: Sequence[Read] = ()) -> MemoryLog:
+def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem], reads: list[Read]) -> MemoryLog:
     """Cross-record checks. Bad records are dropped here and their problems added to `problems`."""
     by_conv: dict[str, list[Turn]] = {}
     for t in turns:
@@ -598,27 +597,16 @@ def check_log(paths: Sequence[str | Path]) -> tuple[MemoryLog, list[Problem]]:
     """Load what is valid and return it with every problem found. File-level failures raise.
     (For logs larger than memory, `spill.SpilledLog` checks the same rules one conversation at a
     time.)"""
+    problems: list[Problem] = []
+    return _assembled((r for p in paths for r in read_records(p, problems)), problems)
+
+
+def _assembled(records: Iterable[Turn | Write | Read], problems: list[Problem]) -> tuple[MemoryLog, list[Problem]]:
     turns: list[Turn] = []
     writes: list[Write] = []
     reads: list[Read] = []
-    problems: list[Problem] = []
-    for p in paths:
-        for r in read_records(p, problems):
-            _sort(r, turns, writes, reads)
-    return _assembled(turns, writes, problems, reads)
-
-
-def _sort(r: Turn | Write | Read, turns: list[Turn], writes: list[Write], reads: list[Read]) -> None:
-    if isinstance(r, Turn):
-        turns.append(r)
-    elif isinstance(r, Write):
-        writes.append(r)
-    else:
-        reads.append(r)
-
-
-def _assembled(turns: list[Turn], writes: list[Write], problems: list[Problem],
-               reads: Sequence[Read] = ()) -> tuple[MemoryLog, list[Problem]]:
+    for r in records:
+        (turns if isinstance(r, Turn) else writes if isinstance(r, Write) else reads).append(r)  # type: ignore[attr-defined]
     log = _assemble(turns, writes, problems, reads)
     problems.sort(key=lambda p: (p.file, p.line or 0))
     return log, problems
@@ -626,13 +614,8 @@ def _assembled(turns: list[Turn], writes: list[Write], problems: list[Problem],
 
 def check_rows(name: str, rows: Sequence[dict[str, Any]]) -> tuple[MemoryLog, list[Problem]]:
     """Validate in-memory rows exactly as if they were lines 1..n of a file called `name`."""
-    turns: list[Turn] = []
-    writes: list[Write] = []
-    reads: list[Read] = []
     problems: list[Problem] = []
-    for r in _records(name, ((i, r, None) for i, r in enumerate(rows, start=1)), problems):
-        _sort(r, turns, writes, reads)
-    return _assembled(turns, writes, problems, reads)
+    return _assembled(_records(name, ((i, r, None) for i, r in enumerate(rows, start=1)), problems), problems)
 
 
 def load_log(paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = False,

@@ -1,4 +1,5 @@
-"""The read-path audits (`echo`) for people: a terminal table and Markdown. Ids are untrusted text."""
+"""The read-path audits (`echo`, `overlap`) in every format: terminal table, Markdown, CSV, JUnit
+(here), HTML (report/built.py), JSON. Ids are untrusted text."""
 
 from __future__ import annotations
 
@@ -184,3 +185,25 @@ def gates_junit(name: str, doc: dict[str, Any]) -> str:
         el.set("skipped", "0" if gates else "1")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def render(name: str, fmt: str, doc: dict[str, Any]) -> bytes:
+    """`doc` of the audit `name` (echo or overlap) as md, csv, junit, html or json."""
+    import orjson
+
+    from . import built
+
+    echo = name == "echo"
+    if fmt == "md":
+        return (echo_markdown if echo else overlap_markdown)(doc).encode()
+    if fmt == "csv":
+        return read_rows_csv(doc).encode()
+    if fmt == "junit":
+        return gates_junit(name, doc).encode()
+    if fmt == "html":
+        return (built.echo_html if echo else built.overlap_html)(doc)
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+
+
+def print_table(name: str, console: Console, doc: dict[str, Any]) -> None:
+    (print_echo if name == "echo" else print_overlap)(console, doc)
