@@ -101,8 +101,9 @@ class SpilledLog:
         return [_unpack(Turn, b) for (b,) in self._db.execute(
             "SELECT rec FROM turns WHERE conv = ? ORDER BY rowid", (conv,))]
 
-    def _writes(self, conv: str | None, table: str = "writes") -> list[tuple[int, Any]]:
-        """The writes (or reads) of a conversation; of conversations without turns when `conv` is None."""
+    def _rows(self, conv: str | None, table: str = "writes") -> list[tuple[int, Any]]:
+        """(seq, record) of a conversation's writes (or reads); of conversations without turns when
+        `conv` is None."""
         kind = Write if table == "writes" else Read
         sql = (f"SELECT seq, rec FROM {table} WHERE conv = ? ORDER BY seq" if conv is not None else
                f"SELECT seq, rec FROM {table} WHERE conv NOT IN (SELECT conv FROM turns) ORDER BY seq")
@@ -128,13 +129,13 @@ class SpilledLog:
             self.n_turns += len(conv.turns)
             firsts.append((cid, conv.turns[0].source))
             id_warnings("turn_id", ((t.turn_id, t.source) for t in conv.turns), turn_warnings)
-            for seq, w in self._writes(cid):
+            for seq, w in self._rows(cid):
                 probs = write_problems(w, conv)
                 checked.append((seq, lean(w, cid), probs))
                 group[seq] = i
                 if not probs:
                     points[seq] = point_order(w, conv)
-        for seq, w in self._writes(None):
+        for seq, w in self._rows(None):
             checked.append((seq, lean(w, w.conversation_id), write_problems(w, None)))
         checked.sort(key=lambda x: x[0])
         kept = accept_writes(((w, p) for _, w, p in checked), self.problems)
@@ -152,10 +153,9 @@ class SpilledLog:
         checked: list[tuple[int, Read, list[Problem]]] = []
         for cid in [c for (c,) in self._db.execute("SELECT DISTINCT conv FROM reads")]:
             conv = conversation(self._turns(cid), []) if cid in self._conv_set else None
-            checked += [(s, r, read_problems(r, conv, stored)) for s, r in self._writes(cid, "reads")]
+            checked += [(s, r, read_problems(r, conv, stored)) for s, r in self._rows(cid, "reads")]
         checked.sort(key=lambda x: x[0])
-        n = len(accept_reads(((r, p) for _, r, p in checked), self.problems))
-        return n
+        return len(accept_reads(((r, p) for _, r, p in checked), self.problems))
 
     @property
     def n_conversations(self) -> int:
@@ -182,8 +182,7 @@ class SpilledLog:
         input order. One conversation is in memory at a time; when the log interleaves conversations,
         results wait in the temporary file until their turn."""
         seqs = set(self._seq.values()) if write_ids is None else {self._seq[i] for i in write_ids if i in self._seq}
-        by_seq = sorted(seqs)
-        in_order = by_seq == sorted(seqs, key=lambda s: (self._group[s], s))
+        in_order = sorted(seqs) == sorted(seqs, key=lambda s: (self._group[s], s))
         results = self._results(make, seqs)
         if in_order:
             yield from (r for _, r in results)
@@ -203,7 +202,7 @@ class SpilledLog:
     def _results(self, make: Callable[[Conversation], Callable[[Write], T]],
                  seqs: set[int]) -> Iterator[tuple[int, T]]:
         for cid in self._convs:
-            ws = [(s, w) for s, w in self._writes(cid) if s in seqs]
+            ws = [(s, w) for s, w in self._rows(cid) if s in seqs]
             if not ws:
                 continue
             fn = make(conversation(self._turns(cid), []))
