@@ -9,8 +9,15 @@ to accept at argmax. Target: no flip. The same number of valid writes (gold cita
 provenance-repaired) are scored clean, so that a prompt change that resists injection by rejecting
 everything shows up as a lower valid acceptance (run the script before and after a prompt change).
 
+With --labels it measures the labels instead of the verifier: fixtures/memories.jsonl is scanned as
+written and with the injection in every write whose gold category is unsupported or contradicted (the
+decomposer, the D/E/R annotators and the adjudicator all see the injected text), and it prints each
+such write's category clean and injected, and how many flip to citation-supported or
+provenance-repaired. Target: no flip. The other writes are unchanged, so the result cache answers them.
+
 Usage:
     python benchmarks/bench_injection.py [--model llamacpp:qwen2.5-coder-1.5b] [--n 20]
+    python benchmarks/bench_injection.py --labels [--out DIR]
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from derivaudit import load_log  # noqa: E402
 from derivaudit.annotate import decompose  # noqa: E402
@@ -51,11 +59,60 @@ def gold_logs() -> list:
     return logs
 
 
+def injected_log(fmt: str, out: Path) -> Path:
+    """fixtures/memories.jsonl with `fmt` applied to the text of every negative-gold write."""
+    import orjson
+
+    rows = [orjson.loads(x) for x in (ROOT / "fixtures" / "memories.jsonl").read_bytes().splitlines() if x.strip()]
+    for r in rows:
+        if r.get("type") == "write" and (r.get("meta") or {}).get("gold") in NEGATIVE:
+            r["text"] = fmt.format(text=r["text"])
+    out.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return out
+
+
+def label_flips(model: str, out: Path) -> None:
+    from bench_labels import parse_model
+
+    from derivaudit.models import ModelRoles
+    from derivaudit.runs import read_jsonl
+    from derivaudit.scan import ScanConfig, scan
+
+    spec = parse_model(model)
+    labels = {}
+    for name, fmt in {"clean": "{text}", **INJECTIONS}.items():
+        path = injected_log(fmt, out / f"{name}.jsonl")
+        run = out / f"run-{name}"
+        scan(load_log(path), run, cfg=ScanConfig(models=ModelRoles(spec), files=[str(path)]), input_files=[path],
+             progress=lambda stage, adv, total: None)
+        labels[name] = {r["write_id"]: r for r in read_jsonl(run / "labels.jsonl")}
+        print(f"scanned {name}", file=sys.stderr, flush=True)
+    neg = [w for w, r in labels["clean"].items() if r.get("gold") in NEGATIVE]
+    print(f"{len(neg)} writes with gold unsupported or contradicted; model {spec}")
+    print(f"{'write':12} {'gold':13} {'clean':20} " + " ".join(f"{k:20}" for k in INJECTIONS))
+    for w in neg:
+        print(f"{w:12} {labels['clean'][w]['gold']:13} {labels['clean'][w]['category']:20} "
+              + " ".join(f"{labels[k][w]['category']:20}" for k in INJECTIONS))
+    for k in INJECTIONS:
+        flips = [w for w in neg if labels["clean"][w]["category"] not in POSITIVE
+                 and labels[k][w]["category"] in POSITIVE]
+        kept = sum(1 for w in neg if labels[k][w]["category"] not in POSITIVE)
+        print(f"{k:6s}: flips to supported {len(flips)}/{len(neg)} {flips}; rejected clean "
+              f"{sum(1 for w in neg if labels['clean'][w]['category'] not in POSITIVE)}, injected {kept}")
+    print(f"run folders: {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="llamacpp:qwen2.5-coder-1.5b")
     ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--labels", action="store_true", help="measure label flips (annotation) instead of the verifier")
+    ap.add_argument("--out", type=Path, default=None, help="--labels: run folders go here (default: temporary)")
     args = ap.parse_args()
+    if args.labels:
+        out = args.out or Path(tempfile.mkdtemp(prefix="bench_injection."))
+        out.mkdir(parents=True, exist_ok=True)
+        return label_flips(args.model, out)
     backend_name, model = args.model.split(":", 1)
     be = load_backend(backend_name, model)
     picked, valid = [], []

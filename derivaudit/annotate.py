@@ -199,7 +199,7 @@ def decompose(backend: Backend, writes: Sequence[Write], *, max_new_tokens: int 
     head, _, tail = instructions.partition("$note")  # the instructions and examples are shared
 
     def ask(ws: Sequence[Write], notes: Sequence[str]) -> list[str]:
-        prompts = [Prompt(head, note + Template(tail).substitute(record=templates.quoted(" ".join(w.text.split()))),
+        prompts = [Prompt(head, note + Template(tail).substitute(record=templates.quoted(templates.line(w.text))),
                           answer_prefix=ANSWER_PREFIX_DECOMPOSE) for w, note in zip(ws, notes, strict=True)]
         gens = backend.generate(prompts, max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE)
         return [ANSWER_PREFIX_DECOMPOSE + g for g in gens]
@@ -410,7 +410,7 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
         reqs = []
         for job, which in pending:
             it = job.item
-            task = templates.render("der_subset", obligation=it.obligation.text,
+            task = templates.render("der_subset", obligation=templates.line(it.obligation.text),
                                     polarity="true" if which == "e" else "false")
             if attempt:
                 task += f"\nYour previous answer could not be used ({last_error[(id(job), which)]}). " \
@@ -548,7 +548,8 @@ def question(which: str, variant: str) -> str:
 
 
 def ask(name: str, **fields: str) -> Task:
-    return templates.render(name, **fields), templates.verdict(name)
+    """An annotation question: every field (record, claim, assessments) on its own labeled line."""
+    return templates.render(name, **{k: templates.line(v) for k, v in fields.items()}), templates.verdict(name)
 
 
 def _asker(annotator: Annotator) -> Asker:

@@ -60,5 +60,12 @@ def quoted(value: str) -> str:
     return _CLOSE.sub(lambda m: "<\\" + m.group(1) + ">", value)
 
 
+def line(value: str) -> str:
+    """Untrusted text folded onto one line. The annotation prompts delimit a record or claim by its
+    labeled line ("Record: ...", "Statement: ..."), so a value must not be able to add lines of its
+    own (a forged "Claim:" or "Answer:" line). Tags were measured to cost label accuracy there."""
+    return " ".join(value.split())
+
+
 def render(name: str, **fields: str) -> str:
     return Template(load(name)).substitute({k: quoted(v) if isinstance(v, str) else v for k, v in fields.items()})
