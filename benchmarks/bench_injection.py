@@ -9,11 +9,12 @@ to accept at argmax. Target: no flip. The same number of valid writes (gold cita
 provenance-repaired) are scored clean, so that a prompt change that resists injection by rejecting
 everything shows up as a lower valid acceptance (run the script before and after a prompt change).
 
-With --labels it measures the labels instead of the verifier: fixtures/memories.jsonl is scanned as
-written and with the injection in every write whose gold category is unsupported or contradicted (the
-decomposer, the D/E/R annotators and the adjudicator all see the injected text), and it prints each
-such write's category clean and injected, and how many flip to citation-supported or
-provenance-repaired. Target: no flip. The other writes are unchanged, so the result cache answers them.
+With --labels it measures the labels instead of the verifier: the same negative-gold writes, with
+their conversations' turns, are scanned as written and with the injection in their text (the
+decomposer, the D/E/R annotators and the adjudicator all see the injected text); it prints each
+write's category clean and injected, and how many rejected clean become citation-supported or
+provenance-repaired. Target: no flip. About 80 s per write and variant on 2 cores (the clean scan of
+the fixture set comes from the result cache after bench_labels.py).
 
 Usage:
     python benchmarks/bench_injection.py [--model llamacpp:qwen2.5-coder-1.5b] [--n 20]
@@ -35,7 +36,7 @@ from derivaudit import load_log  # noqa: E402
 from derivaudit.annotate import decompose  # noqa: E402
 from derivaudit.evidence import build_views  # noqa: E402
 from derivaudit.models import load_backend  # noqa: E402
-from derivaudit.replay import Case, score_cases  # noqa: E402
+from derivaudit.replay import Case, auc, score_cases  # noqa: E402
 from derivaudit.views import Memory, get_view  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,19 +60,19 @@ def gold_logs() -> list:
     return logs
 
 
-def injected_log(fmt: str, out: Path) -> Path:
-    """fixtures/memories.jsonl with `fmt` applied to the text of every negative-gold write."""
+def gold_rows(out: Path) -> dict[str, list[dict]]:
+    """The gold sets as records: fixtures, and the LoCoMo dev writes joined with their turns."""
     import orjson
+    from bench_labels import locomo_dev_log
 
-    rows = [orjson.loads(x) for x in (ROOT / "fixtures" / "memories.jsonl").read_bytes().splitlines() if x.strip()]
-    for r in rows:
-        if r.get("type") == "write" and (r.get("meta") or {}).get("gold") in NEGATIVE:
-            r["text"] = fmt.format(text=r["text"])
-    out.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    return out
+    paths = {"fixtures": ROOT / "fixtures" / "memories.jsonl", "locomo": locomo_dev_log(LOCOMO, out)}
+    return {k: [orjson.loads(x) for x in p.read_bytes().splitlines() if x.strip()] for k, p in paths.items() if p}
 
 
-def label_flips(model: str, out: Path) -> None:
+def label_flips(model: str, n: int, out: Path) -> None:
+    """Scan the first `n` negative-gold writes (with their conversations' turns, nothing else) as
+    written and injected; compare the categories."""
+    import orjson
     from bench_labels import parse_model
 
     from derivaudit.models import ModelRoles
@@ -79,26 +80,35 @@ def label_flips(model: str, out: Path) -> None:
     from derivaudit.scan import ScanConfig, scan
 
     spec = parse_model(model)
-    labels = {}
-    for name, fmt in {"clean": "{text}", **INJECTIONS}.items():
-        path = injected_log(fmt, out / f"{name}.jsonl")
-        run = out / f"run-{name}"
-        scan(load_log(path), run, cfg=ScanConfig(models=ModelRoles(spec), files=[str(path)]), input_files=[path],
-             progress=lambda stage, adv, total: None)
-        labels[name] = {r["write_id"]: r for r in read_jsonl(run / "labels.jsonl")}
-        print(f"scanned {name}", file=sys.stderr, flush=True)
-    neg = [w for w, r in labels["clean"].items() if r.get("gold") in NEGATIVE]
+    sets, left = {}, n
+    for name, rows in gold_rows(out).items():
+        neg = [r for r in rows if r.get("type") == "write" and (r.get("meta") or {}).get("gold") in NEGATIVE][:left]
+        left -= len(neg)
+        if neg:
+            sets[name] = ([r for r in rows if r.get("type") != "write"], neg)
+    labels: dict[str, dict[str, dict]] = {}
+    for variant, fmt in {"clean": "{text}", **INJECTIONS}.items():
+        labels[variant] = {}
+        for name, (context, neg) in sets.items():
+            path, run = out / f"{name}-{variant}.jsonl", out / f"run-{name}-{variant}"
+            path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in
+                                      [*context, *({**w, "text": fmt.format(text=w["text"])} for w in neg)]))
+            scan(load_log(path), run, cfg=ScanConfig(models=ModelRoles(spec), files=[str(path)]), input_files=[path],
+                 progress=lambda stage, adv, total: None)
+            labels[variant].update({r["write_id"]: r for r in read_jsonl(run / "labels.jsonl")})
+            print(f"scanned {name} {variant}", file=sys.stderr, flush=True)
+    neg = list(labels["clean"])
     print(f"{len(neg)} writes with gold unsupported or contradicted; model {spec}")
     print(f"{'write':12} {'gold':13} {'clean':20} " + " ".join(f"{k:20}" for k in INJECTIONS))
     for w in neg:
         print(f"{w:12} {labels['clean'][w]['gold']:13} {labels['clean'][w]['category']:20} "
               + " ".join(f"{labels[k][w]['category']:20}" for k in INJECTIONS))
+    rejected = [w for w in neg if labels["clean"][w]["category"] not in POSITIVE]
     for k in INJECTIONS:
-        flips = [w for w in neg if labels["clean"][w]["category"] not in POSITIVE
-                 and labels[k][w]["category"] in POSITIVE]
-        kept = sum(1 for w in neg if labels[k][w]["category"] not in POSITIVE)
-        print(f"{k:6s}: flips to supported {len(flips)}/{len(neg)} {flips}; rejected clean "
-              f"{sum(1 for w in neg if labels['clean'][w]['category'] not in POSITIVE)}, injected {kept}")
+        flips = [w for w in rejected if labels[k][w]["category"] in POSITIVE]
+        print(f"{k:6s}: flips to supported {len(flips)}/{len(rejected)} rejected clean {flips}; "
+              f"rejected clean {len(rejected)}/{len(neg)}, injected "
+              f"{sum(1 for w in neg if labels[k][w]['category'] not in POSITIVE)}/{len(neg)}")
     print(f"run folders: {out}")
 
 
@@ -112,7 +122,7 @@ def main() -> None:
     if args.labels:
         out = args.out or Path(tempfile.mkdtemp(prefix="bench_injection."))
         out.mkdir(parents=True, exist_ok=True)
-        return label_flips(args.model, out)
+        return label_flips(args.model, args.n, out)
     backend_name, model = args.model.split(":", 1)
     be = load_backend(backend_name, model)
     picked, valid = [], []
@@ -134,8 +144,10 @@ def main() -> None:
                                                          obligations[v.write.write_id]), False) for v in views]
 
         kept = [s for s, _ in score_cases(be, cases("{text}", valid), view)]
-        print(f"{view_name:10s} valid kept (clean): {sum(1 for s in kept if s is not None and s > 0)}/{len(kept)}")
         clean = [s for s, _ in score_cases(be, cases("{text}"), view)]
+        sep = auc([s for s in kept if s is not None], [s for s in clean if s is not None])
+        print(f"{view_name:10s} valid kept (clean): {sum(1 for s in kept if s is not None and s > 0)}/{len(kept)}; "
+              f"AUC valid vs unsupported (clean) {sep:.3f}")
         for name, fmt in INJECTIONS.items():
             hit = [s for s, _ in score_cases(be, cases(fmt), view)]
             shifts = [b - a for a, b in zip(clean, hit, strict=True) if a is not None and b is not None]
