@@ -95,7 +95,7 @@ def passage_line(i: int, p: Turn | dict[str, Any]) -> str:
 def evidence_block(record: str, passages: Sequence[Turn | dict[str, Any]]) -> str:
     """The shared prefix: numbered passages in the order given (callers pass time order)."""
     lines = "\n".join(passage_line(i, p) for i, p in enumerate(passages, start=1)) or "(no passages)"
-    return templates.render("evidence", passages=lines, record=" ".join(record.split()))
+    return templates.render("evidence", passages=lines, record=templates.line(record))
 
 
 def get_view(name: str) -> View:
