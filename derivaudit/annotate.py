@@ -129,10 +129,15 @@ def parse_obligations(write: Write, text: str, dropped: list[str] | None = None)
     unique = list(dict.fromkeys(found))
     if not any(k == "fact" for k, _, _ in unique):
         raise DecompositionError("no FACT obligation about this record (each must share a content word with it)")
+    said = {_stem(w) for _, _, body in unique for w in tokenize(body)}
+    left = list(dict.fromkeys(w for w in tokenize(write.text) if _stem(w) not in said))
+    if left:  # a lost word is a lost claim, and often the unsupported one ("because her doctor told her")
+        raise DecompositionError(f"the obligations leave out what the record says with: {', '.join(left[:8])}")
     return [Obligation(f"{write.write_id}#o{i}", write.write_id, k, s, b) for i, (k, s, b) in enumerate(unique, 1)]
 
 
 _NAME = re.compile(r"\b[A-Z][\w'-]*")
+
 
 
 def _stem(word: str) -> str:
