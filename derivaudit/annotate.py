@@ -98,7 +98,8 @@ def parse_obligations(write: Write, text: str, dropped: list[str] | None = None)
     A line that is not about the record (no shared content word, or a name the record does not
     mention: a weak model copying the few-shot examples) is left out and appended to `dropped`.
     Raises DecompositionError."""
-    record_words = set(tokenize(write.text))
+    record_tokens = tokenize(write.text)
+    record_words = set(record_tokens)
     found: list[tuple[str, str | None, str]] = []
     for n, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -130,14 +131,13 @@ def parse_obligations(write: Write, text: str, dropped: list[str] | None = None)
     if not any(k == "fact" for k, _, _ in unique):
         raise DecompositionError("no FACT obligation about this record (each must share a content word with it)")
     said = {_stem(w) for _, _, body in unique for w in tokenize(body)}
-    left = list(dict.fromkeys(w for w in tokenize(write.text) if _stem(w) not in said))
+    left = list(dict.fromkeys(w for w in record_tokens if _stem(w) not in said))
     if left:  # a lost word is a lost claim, and often the unsupported one ("because her doctor told her")
         raise DecompositionError(f"the obligations leave out what the record says with: {', '.join(left[:8])}")
     return [Obligation(f"{write.write_id}#o{i}", write.write_id, k, s, b) for i, (k, s, b) in enumerate(unique, 1)]
 
 
 _NAME = re.compile(r"\b[A-Z][\w'-]*")
-
 
 
 def _stem(word: str) -> str:
