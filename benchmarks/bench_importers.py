@@ -1,0 +1,152 @@
+"""Importers against stores written by the real libraries' own code (fixtures/gen/, fixtures/*/truth.json).
+
+Usage: python benchmarks/bench_importers.py [--json]
+For every generated store, imports it and compares each memory with what really happened (the
+generator's truth.json): placed right (right conversation, the turns of the call that wrote it),
+approximate (right user, not provably the right turns: LangGraph's time join), unlinked (counted by
+the importer with a reason, not imported), wrong (imported into another conversation, or citing
+turns it did not come from). Also: replaced versions left valid, turn order, and what each of the
+official Letta example agent files gives. `wrong` must be 0; the other counts are what the stores
+allow. Run it on an older checkout (PYTHONPATH=that/checkout) for the before figures.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from derivaudit import LogError
+from derivaudit.importers import importers, run_import
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _import(source, path, out, **kw):
+    fn = run_import
+    if kw and not set(kw) <= set(inspect.signature(fn).parameters):
+        return None, {"skipped": f"this checkout's run_import takes no {sorted(kw)}"}
+    try:
+        return run_import(source, path, out, **kw)
+    except LogError as e:
+        return None, {"error": str(e.problems[0])}
+
+
+def mem0(tmp: Path, pins: bool) -> dict:
+    truth = json.loads((FIX / "mem0" / "truth.json").read_text())["memories"]
+    kw = {"options": {"scopes": str(FIX / "mem0" / "get_all.json")}} if pins else {}
+    log, notes = _import("mem0-db", FIX / "mem0" / "history.db", tmp / "m.jsonl", **kw)
+    if log is None:
+        return notes
+    c: Counter = Counter()
+    for key, t in truth.items():
+        mid = t.get("memory_id", key)
+        op = "update" if t["how"] == "update" else "add"
+        ws = [w for w in log.writes if w.source_id == mid and w.operation == op]
+        if not ws:
+            c["unlinked"] += 1
+            continue
+        w = ws[-1]
+        conv = log.conversations[w.conversation_id]
+        cited = [conv.turns[conv.position[x]].text for x in w.citations]
+        ok = w.conversation_id == t["scope"] and cited == t["call"]
+        c["right" if ok else "wrong"] += 1
+        if bool(w.valid) != t["current"]:
+            c["validity_wrong"] += 1
+    gone = [k for k, t in truth.items() if not t["current"] and t["how"] != "update"]
+    still = [w for w in log.writes if w.source_id in gone and w.valid]
+    c["replaced_left_valid"] = len(still)
+    c["system_turns"] = sum(t.speaker == "system" for cv in log.conversations.values() for t in cv.turns)
+    return {**c, "unlinked_reasons": notes.get("unlinked_reasons", notes.get("unlinked"))}
+
+
+def graphiti(tmp: Path) -> dict:
+    truth = json.loads((FIX / "graphiti" / "truth.json").read_text())
+    log, notes = _import("graphiti", FIX / "graphiti" / "export.json", tmp / "g.jsonl")
+    if log is None:
+        return notes
+    c: Counter = Counter()
+    for uid, t in truth["edges"].items():
+        w = log.write(uid)
+        ok = (w.conversation_id == t["group"] and w.last_seen_turn == t["last_seen_turn"]
+              and sorted(w.citations) == sorted(t["citations"]))
+        c["right" if ok else "wrong"] += 1
+        c["validity_wrong"] += bool(w.valid) != t["valid"]
+    for g, order in truth["turn_order"].items():
+        c["turn_order_wrong"] += [t.turn_id for t in log.conversations[g].turns] != order
+    return dict(c)
+
+
+def agents(tmp: Path) -> dict:
+    truth = json.loads((FIX / "openai_agents" / "truth.json").read_text())["sessions"]
+    log, notes = _import("openai-agents", FIX / "openai_agents" / "session.db", tmp / "a.jsonl")
+    if log is None:
+        return notes
+    c: Counter = Counter()
+    for s, texts in truth.items():
+        got = [t.text for t in log.conversations[s].turns] if s in log.conversations else []
+        c["sessions_right" if got == texts else "sessions_wrong"] += 1
+    return dict(c)
+
+
+def langgraph(tmp: Path) -> dict:
+    truth = json.loads((FIX / "langgraph" / "truth.json").read_text())["items"]
+    out = {}
+    for store in ("memory", "sqlite"):
+        log, notes = _import("langgraph", FIX / "langgraph" / f"{store}_export.json", tmp / f"{store}.jsonl")
+        if log is None:
+            out[store] = notes
+            continue
+        c: Counter = Counter()
+        for wid, t in truth.items():
+            w = next((x for x in log.writes if x.write_id == wid), None)
+            if w is None:
+                c["unlinked"] += 1
+                continue
+            if t["thread"] is None:  # a background job's item: the join can only be approximate
+                c["approximate"] += 1
+                continue
+            conv = log.conversations[w.conversation_id]
+            cited = [conv.turns[conv.position[x]].text for x in w.citations]
+            c["right" if w.conversation_id == t["thread"] and cited == [t["cites"]] else "wrong"] += 1
+        c["updated_items_reported"] = notes.get("updated_items", 0)
+        c["updated_items_true"] = sum(t["overwritten"] for t in truth.values())
+        out[store] = dict(c)
+    return out
+
+
+def letta(tmp: Path) -> dict:
+    out = {}
+    for af in sorted((FIX / "letta_examples").glob("*.af")):
+        log, notes = _import("letta", af, tmp / f"{af.stem}.jsonl")
+        if log is None:
+            out[af.name] = "refused: " + str(notes.get("error"))[:150]
+        else:
+            out[af.name] = f"{len(log.writes)} writes, {log.n_turns} turns" + (
+                f"; {notes['note'][:90]}" if notes.get("note") else "")
+    return out
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        res = {"importers": sorted(importers()), "mem0-db": mem0(tmp, False), "mem0-db --scopes": mem0(tmp, True),
+               "graphiti": graphiti(tmp), "openai-agents": agents(tmp), "langgraph": langgraph(tmp),
+               "letta": letta(tmp)}
+    if "--json" in sys.argv:
+        print(json.dumps(res, indent=1))
+        return
+    for k, v in res.items():
+        if isinstance(v, dict) and all(isinstance(x, str) for x in v.values()):
+            print(f"{k}:")
+            for f, s in v.items():
+                print(f"  {f:32} {s}")
+        else:
+            print(f"{k}: {v}")
+
+
+if __name__ == "__main__":
+    main()
