@@ -57,7 +57,7 @@ def mem0(tmp: Path, pins: bool) -> dict:
         if bool(w.valid) != t["current"]:
             c["validity_wrong"] += 1
     gone = [k for k, t in truth.items() if not t["current"] and t["how"] != "update"]
-    still = [w for w in log.writes if w.source_id in gone and w.valid]
+    still = [w for w in log.writes if w.source_id in gone and w.valid and w.operation == "add"]
     c["replaced_left_valid"] = len(still)
     c["system_turns"] = sum(t.speaker == "system" for cv in log.conversations.values() for t in cv.turns)
     return {**c, "unlinked_reasons": notes.get("unlinked_reasons", notes.get("unlinked"))}

@@ -70,8 +70,9 @@ def handles_bad_input(fn: F) -> F:
             return fn(*args, **kwargs)
         except LogError as e:
             _print_problems(e.problems)
-            err.print(f"[red]{len(e.problems)} problem(s); nothing was processed.[/red] "
-                      "Fix them, or pass --skip-invalid to go on without the bad records.")
+            hint = ("Nothing to audit in that source." if all(p.code == "no_writes" for p in e.problems)
+                    else "Fix them, or pass --skip-invalid to go on without the bad records.")
+            err.print(f"[red]{len(e.problems)} problem(s); nothing was processed.[/red] {hint}")
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except RunError as e:
             _bad(str(e))
@@ -382,6 +383,10 @@ def import_(
     path: Annotated[Path, typer.Argument(help="The source file.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Memory log JSONL to write (atomic).")],
     skip_invalid: SkipInvalid = False,
+    scopes: Annotated[Path | None, typer.Option("--scopes", help="mem0-db: Memory.get_all() output (JSON) that "
+                                                "pins each memory id to its user/agent/run scope.")] = None,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write a log with no memory write (the "
+                                              "turns alone) instead of failing.")] = False,
 ) -> None:
     """Convert a public dataset or memory-system export into a derivaudit memory log."""
     from .importers import importers, run_import
@@ -390,7 +395,8 @@ def import_(
         err.print(f"[red]error[/red]: unknown source {escape(source)!r}; "
                   f"known: {', '.join(sorted(importers()))}")
         raise typer.Exit(EXIT_BAD_INPUT)
-    log, notes = run_import(source, path, output, skip_invalid=skip_invalid)
+    log, notes = run_import(source, path, output, skip_invalid=skip_invalid, allow_empty=allow_empty,
+                            options={"scopes": scopes})
     _report_skipped(log)
     extra = "".join(f", {k}: {v}" for k, v in notes.items())
     err.print(f"[green]wrote[/green] {escape(str(output))}: {len(log.conversations)} conversations, "

@@ -501,8 +501,8 @@ def _claim(checked: Iterable[tuple[R, list[Problem]]], problems: list[Problem], 
 
 
 def _check_lineage(writes: list[Write], all_ids: set[str], bad: Any) -> list[Write]:
-    """parent_id names another accepted write, not itself, with no cycle; a write whose parent is
-    rejected is rejected too (its lineage cannot be read)."""
+    """parent_id names another accepted write of the same conversation, not itself, with no cycle; a
+    write whose parent is rejected is rejected too (its lineage cannot be read)."""
     while True:
         ids = {w.write_id: w for w in writes}
         drop: set[str] = set()
@@ -515,6 +515,10 @@ def _check_lineage(writes: list[Write], all_ids: set[str], bad: Any) -> list[Wri
             elif p not in ids:
                 why = "was rejected" if p in all_ids else "is not a write of the loaded files"
                 bad(w, "parent_id", "unknown_parent", f"parent write {p!r} {why}")
+            elif ids[p].conversation_id != w.conversation_id:
+                bad(w, "parent_id", "cross_conversation_parent", f"parent write {p!r} belongs to conversation "
+                    f"{ids[p].conversation_id!r}, not {w.conversation_id!r}: a rewrite is judged against "
+                    "the history of the memory it rewrites")
             else:
                 continue
             drop.add(w.write_id)

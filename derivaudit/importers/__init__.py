@@ -108,25 +108,44 @@ IMPORTERS = Registry("importer", {
 })
 
 
+NO_WRITES = {"openai-agents"}  # the turn side only: its stores hold no memory
+
+
 def importers() -> Registry:
     return IMPORTERS
 
 
-def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: bool = False):
+def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: bool = False,
+               allow_empty: bool = False, options: dict[str, Any] | None = None):
     """Convert `path` with the named importer, validate the result with the same checks as every
-    load, and write it to `out` atomically. Strict: any problem raises LogError, nothing written."""
+    load, and write it to `out` atomically. Strict: any problem raises LogError, nothing written.
+    `options` go to the importer by name (e.g. mem0-db's `scopes`); one it does not take is an
+    error. A log with no memory write is an error unless `allow_empty`: an audit of it would pass
+    every gate, and the importer's notes say why it is empty."""
+    import inspect
+
     from ..io import check_rows, header, read_to_dict, turn_to_dict, write_jsonl, write_to_dict
 
     table = importers()
     if source not in table:
         raise LogError([Problem(str(path), None, None, "bad_value",
                                 f"unknown importer {source!r} (known: {', '.join(sorted(table))})")])
-    res = table.get(source)(path)
+    fn = table.get(source)
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    takes = set(inspect.signature(fn).parameters) - {"path"}
+    if set(options) - takes:
+        raise LogError([Problem(str(path), None, None, "bad_value", f"the {source} importer takes no "
+                                f"{', '.join('--' + k for k in sorted(set(options) - takes))} option")])
+    res = fn(path, **options)
     rows = [header(f"derivaudit import {source}"), *res.turns, *res.writes, *res.reads]
     log, problems = check_rows(str(out), rows)
     problems = res.problems + problems
     if problems and not skip_invalid:
         raise LogError(problems)
+    if not log.writes and not problems and not allow_empty and source not in NO_WRITES:
+        why = res.notes.get("note") or "the source holds no memory write this importer can read"
+        raise LogError([Problem(str(path), None, None, "no_writes",
+                                f"no memory write imported: {why} (--allow-empty writes the turns alone)")])
     log.skipped = problems
     out_rows = [header(f"derivaudit import {source}")]
     out_rows += [turn_to_dict(t) for c in log.conversations.values() for t in c.turns]

@@ -6,7 +6,7 @@ models serialise (`model_dump(mode="json")`). Episode: `uuid`, `group_id`, `cont
 `uuid`, `group_id`, `fact`, `episodes` (uuids of the episodes it was extracted from or
 confirmed by), `created_at`, `valid_at`, `invalid_at`, `expired_at`, `name`.
 
-Mapping: conversation = `group_id`; episodes in time order (valid_at, then created_at) are the
+Mapping: conversation = `group_id`; episodes in time order (valid_at, then created_at, as instants) are the
 turns; a message episode "speaker: text" keeps its speaker. Each edge is a write whose citations
 are its episodes and whose write point is the latest of them (the edge as stored was last
 confirmed there). `valid` is false once the edge is expired or invalidated. An invalidated edge's
@@ -31,6 +31,13 @@ def _speaker(ep: dict[str, Any]) -> tuple[str, str]:
     if ep.get("source") == "message" and sep and 0 < len(head) <= 40 and "\n" not in head:
         return head.strip(), rest.strip()
     return str(ep.get("source_description") or ep.get("name") or "episode"), text
+
+
+def _when(ep: dict[str, Any], i: int) -> tuple:
+    """Episode order: reference time, then creation time, as instants (Graphiti keeps the offset the
+    caller gave, so 09:30+01:00 comes before 09:00Z); an episode with no readable time goes last."""
+    v, c = _instant(ep.get("valid_at")), _instant(ep.get("created_at"))
+    return (v is None, v or 0.0, c is None, c or 0.0, i)
 
 
 def convert(path: str | Path) -> ImportResult:
@@ -58,7 +65,7 @@ def convert(path: str | Path) -> ImportResult:
             continue
         eps[ep["uuid"]] = {"conv": str(ep.get("group_id") or "default"),
                            "time": ep.get("valid_at") or ep.get("created_at"),
-                           "sort": (str(ep.get("valid_at") or ""), str(ep.get("created_at") or ""), i),
+                           "sort": _when(ep, i),
                            "speaker": speaker, "text": text}
     pos: dict[str, int] = {}
     counters: dict[str, int] = {}

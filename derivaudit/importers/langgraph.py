@@ -62,6 +62,17 @@ def _value_text(v: Any) -> str:
     return ""
 
 
+def _whole_second(stamp: Any) -> bool:
+    """A stamp with no fraction of a second (SqliteStore's CURRENT_TIMESTAMP)."""
+    t = str(stamp)
+    return "T" in t.replace(" ", "T") and "." not in t.split("+")[0]
+
+
+def _before(line: list[tuple[float, str, str]], when: float, tie: float) -> list[tuple[float, str, str]]:
+    """The thread's messages the item could have seen: at or before `when`, or within its second."""
+    return [x for x in line if x[0] <= when or x[0] < when + tie]
+
+
 def convert(path: str | Path) -> ImportResult:
     f = str(path)
     data = read_json(path)
@@ -97,7 +108,9 @@ def convert(path: str | Path) -> ImportResult:
                 res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
                                   "speaker": speaker, "text": text, "time": c["ts"]})
                 timeline[conv].append((t, tid, speaker))  # type: ignore[arg-type]
-    stats = {"items": len(data["items"]), "threads": len(timeline), "unlinked": 0, "updated_items": 0}
+    stats: dict[str, Any] = {"items": len(data["items"]), "threads": len(timeline), "unlinked": 0,
+                             "updated_items": 0}
+    reasons: dict[str, int] = {}
     for i, it in enumerate(data["items"]):
         where = f"items[{i}]"
         if not isinstance(it, dict) or not isinstance(it.get("key"), str):
@@ -107,26 +120,45 @@ def convert(path: str | Path) -> ImportResult:
         if not text:
             res.problems.append(Problem(f, None, f"{where}.value", "empty_text", "item value has no text"))
             continue
-        when = _instant(it.get("updated_at")) or _instant(it.get("created_at"))
+        stamp = it.get("updated_at") or it.get("created_at")
+        when = _instant(stamp)
         ns = [str(x) for x in it.get("namespace") or []]
-        named = [c for c in ns if c in timeline]
-        pools = named or list(timeline)
-        best: tuple[float, str] | None = None
-        for conv in pools:
-            before = [x for x in timeline[conv] if when is not None and x[0] <= when]
-            if before and (best is None or before[-1][0] > best[0]):
-                best = (before[-1][0], conv)
-        if best is None:
+        if when is None:
+            reasons["no_time"] = reasons.get("no_time", 0) + 1
             stats["unlinked"] += 1
             continue
-        conv = best[1]
-        before = [x for x in timeline[conv] if x[0] <= when]  # type: ignore[operator]
+        # SqliteStore stamps to the second: such an item was written somewhere in [when, when + 1), and
+        # a message of that second may come before it. A store item is put from a node, after the
+        # message that started the run was checkpointed, so a tie is taken as seen; two threads with
+        # a message in that second cannot be told apart.
+        tie = 1.0 if _whole_second(stamp) else 0.0
+        named = [c for c in ns if c in timeline]
+        latest = sorted(((before[-1][0], conv) for conv in (named or list(timeline))
+                         if (before := _before(timeline[conv], when, tie))), reverse=True)
+        if not latest:
+            reasons["before_every_message"] = reasons.get("before_every_message", 0) + 1
+            stats["unlinked"] += 1
+            continue
+        if tie and len(latest) > 1 and latest[1][0] >= when:
+            reasons["same_second_threads"] = reasons.get("same_second_threads", 0) + 1
+            stats["unlinked"] += 1
+            continue
+        conv = latest[0][1]
+        before = _before(timeline[conv], when, tie)
+        if tie and before[-1][0] >= when:
+            stats["same_second_ties"] = stats.get("same_second_ties", 0) + 1
         humans = [x[1] for x in before if x[2] == "user"]
-        if it.get("updated_at") and it.get("updated_at") != it.get("created_at"):
+        created = _instant(it.get("created_at"))
+        if created is not None and when - created >= 1.0:  # InMemoryStore stamps the two apart by microseconds
             stats["updated_items"] += 1
         res.writes.append({"type": "write", "write_id": "/".join([*ns, it["key"]]), "conversation_id": conv,
                            "text": text, "citations": humans[-1:], "last_seen_turn": before[-1][1],
-                           "time": it.get("updated_at") or it.get("created_at"), "source_id": it["key"],
+                           "time": stamp, "source_id": it["key"],
                            "operation": "add", "meta": {"namespace": ns, "key": it["key"]}})
+    if reasons:
+        stats["unlinked_reasons"] = dict(sorted(reasons.items()))
+    stats["note"] = ("LangGraph keeps only each item's latest version, and InMemoryStore and SqliteStore reset "
+                     "created_at on every put: an overwritten item looks new (updated_items counts only stores "
+                     "that keep created_at, such as PostgresStore); items are joined to threads by time")
     res.notes = stats
     return res

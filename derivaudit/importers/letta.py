@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from ..records import Problem
-from . import ImportResult, content_text, read_json, text_or_none
+from . import ImportResult, content_text, instant, read_json, text_or_none
 
 MEMORY_TOOLS = {"core_memory_append": "add", "core_memory_replace": "update", "memory_insert": "add",
                 "memory_replace": "update", "memory_rethink": "consolidate", "archival_memory_insert": "add",
@@ -72,6 +72,10 @@ def _args(call: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
 def _failed(ret: dict[str, Any] | None) -> bool:
     if ret is None:
         return False
+    rets = ret.get("tool_returns")
+    if isinstance(rets, list) and any(isinstance(r, dict) and str(r.get("status", "")).lower() == "error"
+                                      for r in rets):
+        return True
     t = _text(ret)
     try:
         body = orjson.loads(t)
@@ -97,25 +101,58 @@ def _read(call: dict[str, Any], args: dict[str, Any], ret: dict[str, Any] | None
             "time": text_or_none(when)}
 
 
+def _agents(f: str, data: Any, res: ImportResult, stats: dict[str, Any]) -> list[Any] | None:
+    """The agents of an agent file; some published files hold the agent file as a JSON string."""
+    if isinstance(data, str):
+        try:
+            data = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            data = None
+        else:
+            stats["encoding"] = "the file holds the agent file as a JSON string (decoded)"
+    if isinstance(data, dict) and isinstance(data.get("agents"), list):
+        stats["blocks"] = _blocks(data)
+        return data["agents"]
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        return [data]
+    res.problems.append(Problem(f, None, None, "bad_format", 'expected an agent file {"agents": [...]} '
+                                "or one agent with messages"))
+    return None
+
+
+def _blocks(data: dict[str, Any]) -> str | None:
+    """The memory blocks a file carries, as `label (chars)`: Letta keeps their current text only."""
+    blocks = [b for b in data.get("blocks") or [] if isinstance(b, dict)]
+    if not blocks:
+        return None
+    return ", ".join(f"{b.get('label') or b.get('id') or '?'} ({len(str(b.get('value') or ''))} chars)"
+                     for b in blocks)
+
+
+def _in_time_order(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages by creation instant (files list a summary of evicted messages where the context put
+    it, not when it was written); file order when some message has no readable time."""
+    times = [instant(m.get("created_at")) for m in msgs]
+    if any(t is None for t in times):
+        return msgs
+    return [m for _, _, m in sorted(zip(times, range(len(msgs)), msgs, strict=True), key=lambda x: (x[0], x[1]))]
+
+
 def convert(path: str | Path) -> ImportResult:
     f = str(path)
     data = read_json(path)
     res = ImportResult()
-    if isinstance(data, dict) and isinstance(data.get("agents"), list):
-        agents = data["agents"]
-    elif isinstance(data, dict) and isinstance(data.get("messages"), list):
-        agents = [data]
-    else:
-        res.problems.append(Problem(f, None, None, "bad_format", 'expected an agent file {"agents": [...]} '
-                                    "or one agent with messages"))
+    stats: dict[str, Any] = {}
+    agents = _agents(f, data, res, stats)
+    if agents is None:
         return res
-    stats = {"agents": len(agents), "memory_edits": 0, "failed_edits": 0, "edits_without_user_turn": 0}
+    stats = {"agents": len(agents), "memory_edits": 0, "failed_edits": 0, "edits_without_user_turn": 0, **stats}
     for a, agent in enumerate(agents):
         if not isinstance(agent, dict) or not isinstance(agent.get("messages"), list):
             res.problems.append(Problem(f, None, f"agents[{a}].messages", "missing_field", "agent has no messages"))
             continue
         conv = str(agent.get("id") or agent.get("name") or f"agent-{a}")
-        msgs = [m for m in agent["messages"] if isinstance(m, dict)]
+        msgs = _in_time_order([m for m in agent["messages"] if isinstance(m, dict)])
         returns = {m["tool_call_id"]: m for m in msgs if m.get("role") == "tool" and m.get("tool_call_id")}
         n = 0
         last_user: str | None = None
@@ -176,5 +213,12 @@ def convert(path: str | Path) -> ImportResult:
                      "meta": {"tool": name, **({"label": str(label)} if label is not None else {})}}
                 edits.append(w)
                 res.writes.append(w)
+    if not res.writes and not res.problems:
+        held = stats.get("blocks")
+        stats["note"] = ("its history holds no memory-tool call (" + (f"{stats['memory_edits']} edit(s), all failed; "
+                         if stats["memory_edits"] else "") + f"{len(res.turns)} user/assistant turn(s))"
+                         + (f"; its memory is in blocks — {held} — whose current text carries no write "
+                            "provenance (no turn it came from), so there is nothing to audit" if held
+                            else "; it has no memory blocks either"))
     res.notes = stats
     return res

@@ -1,42 +1,128 @@
 """mem0 open-source `history.db` (SQLite): memory events become writes, kept messages become turns.
 
-The file mem0's `SQLiteManager` writes (mem0/memory/storage.py) has two tables:
-`history(id, memory_id, old_memory, new_memory, event, created_at, updated_at, is_deleted,
+The file mem0's `SQLiteManager` writes (mem0/memory/storage.py, checked on mem0ai 2.2.1) has two
+tables: `history(id, memory_id, old_memory, new_memory, event, created_at, updated_at, is_deleted,
 actor_id, role)` — one row per ADD/UPDATE/DELETE/NONE of a memory — and `messages(id,
 session_scope, role, content, name, created_at)`, where each add() call stores its messages under a
-scope such as "agent_id=a&user_id=alice" and mem0 then deletes all but the last 10 of each scope.
+scope such as "agent_id=a&user_id=alice" at one instant, and mem0 then deletes all but the last 10
+of each scope.
 
-What can be linked, and what cannot (reported in the import notes, never guessed):
-- history rows carry no scope and no message ids. A row is placed in the add() call whose messages
-  were saved nearest its event time (ADD: created_at; UPDATE/DELETE: updated_at; mem0 writes the
-  memory's time in US/Pacific and the messages' in UTC, so times are compared as instants), within
-  `TOLERANCE` seconds; it cites that call's messages and its write point is the call's last message;
-- a row whose call's messages were evicted (all but the last 10 per scope) or that has no time
-  cannot be placed: it is counted (`unlinked`), not imported. On a long-lived store most history is
-  in this case: mem0 does not keep the conversation that produced a memory.
-Each memory id is a family (`source_id`); an UPDATE's parent is the previous write of the memory;
-every version but the last, and the last of a deleted memory, is `valid: false`. NONE rows write
+A history row carries no scope and no message id, so where a memory came from is inferred, and a
+memory placed in another user's conversation is worse than none. The rules:
+- a memory id's scope is certain when the user pins it (`scopes`: `Memory.get_all()` output, which
+  carries user_id/agent_id/run_id per memory id); otherwise it is read from its ADD row's time, and
+  only when exactly one scope is possible: no other scope saved a call within `TOLERANCE` seconds
+  of it, and no scope at mem0's 10-message limit may have lost (evicted) a call in that window.
+  Any doubt: the row is counted as unlinked with its reason, never placed by time across scopes;
+- every row of a memory id (its UPDATEs, its DELETE) belongs to the scope of the memory id, never
+  to whichever call is near it in time;
+- the row cites the call of that scope saved nearest its event time (ADD: created_at, UPDATE:
+  updated_at), within `TOLERANCE` (mem0 2.x saves a call's messages just after its memories;
+  earlier versions just before; stamps in different zones are compared as instants);
+- an UPDATE with no call of its scope nearby is an `update()` made through the API, which saves no
+  messages: it is imported with no citations at the scope's last kept turn before it (the audit
+  then says what the history supports), or counted when the scope kept no turn before it. Either
+  way the version it replaces is no longer valid;
+- an `infer=False` memory (mem0 stores the message verbatim and saves no messages; its row carries
+  the message's `role`) has no derivation to audit: it is counted, not imported;
+- system messages are not turns (they are counted); a call whose messages mem0 evicted leaves its
+  memories unlinked.
+Each memory id is a family (`source_id`); an UPDATE's parent is the previous imported version;
+every replaced version, and every version of a deleted memory, is `valid: false`. NONE rows write
 nothing.
 """
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..io import LogError
 from ..records import MAX_PASSAGES, Problem
-from . import ImportResult, open_sqlite, text_or_none
+from . import ImportResult, open_sqlite, read_json, text_or_none
 from . import instant as _instant
 
 TOLERANCE = 120.0  # seconds between a memory event and the saving of its call's messages
+KEPT = 10  # messages mem0 keeps per scope (SQLiteManager.save_messages)
+
+REASONS = {
+    "ambiguous_scope": "another scope saved a call within the tolerance (or may have, before mem0 evicted it)",
+    "messages_evicted": "its call's messages were evicted (mem0 keeps the last 10 per scope)",
+    "no_call": "no call was saved within the tolerance of its time",
+    "infer_false": "added with infer=False: stored verbatim, no messages saved, nothing derived",
+    "scope_unknown": "its memory id's scope could not be determined",
+    "no_history_before": "its scope kept no turn before it",
+    "no_time": "the row has no readable time",
+}
 
 
+def _scope(entry: dict[str, Any]) -> str | None:
+    """The session scope mem0 builds from an entry's ids (main._build_session_scope)."""
+    parts = []
+    for key in ("agent_id", "run_id", "user_id"):
+        v = entry.get(key)
+        if v:
+            parts.append(f"{key}=" + str(v).replace("%", "%25").replace("&", "%26").replace("=", "%3D"))
+    return "&".join(parts) or None
 
 
-def convert(path: str | Path) -> ImportResult:
+def read_scopes(path: str | Path) -> dict[str, str]:
+    """memory id -> scope from `Memory.get_all()` output: a list, or {"results": [...]}, or a list of those."""
     f = str(path)
+    data = read_json(path)
+    if isinstance(data, dict):
+        data = data.get("results")
+    if not isinstance(data, list):
+        raise LogError([Problem(f, None, None, "bad_format", 'expected Memory.get_all() output: a list of '
+                                "memories or {\"results\": [...]}")])
+    flat: list[Any] = []
+    for x in data:
+        flat.extend(x.get("results", []) if isinstance(x, dict) and "results" in x else [x])
+    out: dict[str, str] = {}
+    problems = []
+    for i, m in enumerate(flat):
+        scope = _scope(m) if isinstance(m, dict) else None
+        if not isinstance(m, dict) or not isinstance(m.get("id"), str) or scope is None:
+            problems.append(Problem(f, None, f"[{i}]", "missing_field",
+                                    "a memory needs an id and one of user_id, agent_id, run_id"))
+            continue
+        if out.get(m["id"], scope) != scope:
+            problems.append(Problem(f, None, f"[{i}].id", "bad_value",
+                                    f"memory {m['id']!r} is listed under two scopes"))
+        out[m["id"]] = scope
+    if problems:
+        raise LogError(problems)
+    return out
+
+
+@dataclass
+class _Scope:
+    calls: list[tuple[float, list[str]]] = field(default_factory=list)  # (saved at, turn ids), by time
+    times: list[float] = field(default_factory=list)
+    turns: list[tuple[float, str]] = field(default_factory=list)  # every kept message, by time
+    kept: int = 0  # messages of any role mem0 still keeps
+
+    def near(self, t: float) -> tuple[float, list[str]] | None:
+        best = min(self.calls, key=lambda c: abs(c[0] - t), default=None)
+        return best if best is not None and abs(best[0] - t) <= TOLERANCE else None
+
+    def may_have_lost(self, t: float) -> bool:
+        """At the 10-message limit with its oldest kept message after the window opens: a call in the
+        window may have been evicted."""
+        return self.kept >= KEPT and bool(self.turns) and self.turns[0][0] > t - TOLERANCE
+
+    def last_turn_before(self, t: float) -> str | None:
+        i = bisect.bisect_right([x[0] for x in self.turns], t)
+        return self.turns[i - 1][1] if i else None
+
+
+def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
+    f = str(path)
+    pins = read_scopes(scopes) if scopes is not None else {}
     db = open_sqlite(path, "history", "a mem0 history.db")
     res = ImportResult()
     try:
@@ -47,82 +133,162 @@ def convert(path: str | Path) -> ImportResult:
                                     f"history table lacks {sorted(need - cols)}: an older mem0 schema?")])
         has_messages = bool(db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone())
         msgs = db.execute("SELECT session_scope, role, content, name, created_at FROM messages "
-                          "ORDER BY created_at, rowid").fetchall() if has_messages else []
+                          "ORDER BY rowid").fetchall() if has_messages else []
+        opt = {c: c if c in cols else "NULL" for c in ("is_deleted", "actor_id", "role")}
         rows = db.execute("SELECT id, memory_id, new_memory, event, created_at, updated_at, "
-                          f"{'is_deleted' if 'is_deleted' in cols else '0'}, "
-                          f"{'actor_id' if 'actor_id' in cols else 'NULL'} FROM history ORDER BY rowid").fetchall()
-        # in event order: times carry different offsets, so compare instants, not strings
-        rows.sort(key=lambda r: _instant(r[5]) or _instant(r[4]) or float("inf"))
+                          f"{opt['is_deleted']}, {opt['actor_id']}, {opt['role']} FROM history "
+                          "ORDER BY rowid").fetchall()
     except sqlite3.DatabaseError as e:
         raise LogError([Problem(f, None, None, "unreadable", f"cannot read the tables ({e})")]) from None
     finally:
         db.close()
 
-    # the kept messages, one call per (scope, saved-at) as save_messages() stamps them
-    calls: list[tuple[float, str, list[str]]] = []
-    count: dict[str, int] = {}
-    last: dict[tuple[str, str], list[str]] = {}
-    for i, (scope, role, content, name, created) in enumerate(msgs):
-        if not isinstance(content, str) or not content.strip():
-            res.problems.append(Problem(f, None, f"messages[{i}].content", "empty_text", "message has no text"))
-            continue
-        conv = str(scope or "default")
-        n = count.get(conv, 0)
-        count[conv] = n + 1
-        tid = f"m{n + 1}"
-        res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
-                          "speaker": str(name or role or ""), "text": content, "time": text_or_none(created)})
-        key = (conv, str(created))
-        if key not in last:
-            last[key] = []
-            t = _instant(created)
-            if t is not None:
-                calls.append((t, conv, last[key]))
-        last[key].append(tid)
+    stats: dict[str, Any] = {"history_rows": len(rows), "messages": len(msgs), "unlinked": 0}
+    reasons: Counter = Counter()
+    by_scope = _messages(f, msgs, res, stats)
 
+    # rows in event order (times carry different offsets: instants, not strings)
+    def when(r) -> float | None:
+        return _instant(r[5]) if str(r[3] or "").upper() in ("UPDATE", "DELETE") and r[5] else _instant(r[4])
+
+    order = sorted(range(len(rows)), key=lambda i: (when(rows[i]) is None, when(rows[i]) or 0.0, i))
+    chain_scope: dict[str, str | None] = {}
     versions: dict[str, list[dict[str, Any]]] = {}
-    stats = {"history_rows": len(rows), "messages": len(msgs), "unlinked": 0, "none_events": 0}
-    for rid, mid, text, event, created, updated, deleted, actor in rows:
-        ev = str(event or "").upper()
+
+    def unlinked(reason: str) -> None:
+        stats["unlinked"] += 1
+        reasons[reason] += 1
+
+    for i in order:
+        rid, mid, text, event, created, updated, deleted, actor, role = rows[i]
+        ev, mid = str(event or "").upper(), str(mid or "")
         if ev == "NONE":
-            stats["none_events"] += 1
+            stats["none_events"] = stats.get("none_events", 0) + 1
             continue
-        mid = str(mid or "")
-        if ev == "DELETE" or deleted:
+        if ev not in ("ADD", "UPDATE", "DELETE"):
+            res.problems.append(Problem(f, None, f"history[{rid}].event", "bad_value",
+                                        f"unknown event {event!r} (expected ADD, UPDATE, DELETE or NONE)"))
+            continue
+        bad = [(c, v) for c, v in (("created_at", created), ("updated_at", updated)) if v is not None
+               and not isinstance(v, str)] + ([("is_deleted", deleted)] if deleted not in (None, 0, 1) else [])
+        if bad:
+            res.problems.extend(Problem(f, None, f"history[{rid}].{c}", "wrong_type", f"{c} is {v!r}; mem0 "
+                                        f"writes {'0 or 1' if c == 'is_deleted' else 'ISO 8601 text'}")
+                                for c, v in bad)
+            continue
+        if ev == "DELETE" or deleted == 1:
             for v in versions.get(mid, []):
                 v["valid"] = False
             stats["deleted"] = stats.get("deleted", 0) + 1
             continue
-        if ev not in ("ADD", "UPDATE"):
-            res.problems.append(Problem(f, None, f"history[{rid}].event", "bad_value",
-                                        f"unknown event {event!r} (expected ADD, UPDATE, DELETE or NONE)"))
-            continue
+        # an UPDATE replaces what came before, whether or not the UPDATE itself can be placed
+        for v in versions.get(mid, []) if ev == "UPDATE" else []:
+            v["valid"] = False
         if not isinstance(text, str) or not text.strip():
             res.problems.append(Problem(f, None, f"history[{rid}].new_memory", "empty_text", "memory text is empty"))
             continue
-        when = _instant(updated if ev == "UPDATE" else created) or _instant(created)
-        near = min(calls, key=lambda c: abs(c[0] - when)) if when is not None and calls else None
-        if near is None or abs(near[0] - when) > TOLERANCE:  # type: ignore[operator]
-            stats["unlinked"] += 1
+        if isinstance(role, str) and role.strip():
+            unlinked("infer_false")  # only add(infer=False) stamps the message's role on a memory
             continue
-        _, conv, ids = near
+        t = when(rows[i])
+        if t is None:
+            unlinked("no_time")
+            continue
+        if mid not in chain_scope:
+            chain_scope[mid] = pins.get(mid) or (_infer_scope(by_scope, t) if ev == "ADD" else None)
+        scope = chain_scope[mid]
+        if scope is None:
+            unlinked(_why_not(by_scope, t) if ev == "ADD" else "scope_unknown")
+            continue
+        sc = by_scope.get(scope)
+        call = sc.near(t) if sc else None
         prev = versions.get(mid, [])
-        w = {"type": "write", "write_id": str(rid), "conversation_id": conv, "text": text.strip(),
-             "citations": ids[-MAX_PASSAGES:], "last_seen_turn": ids[-1],
+        if call is not None:
+            _, ids = call
+            cites, point = ids[-MAX_PASSAGES:], ids[-1]
+        elif ev == "UPDATE" and sc is not None and (point := sc.last_turn_before(t)) is not None:
+            cites = []  # update() through the API: mem0 saved no messages for it
+        else:
+            unlinked("messages_evicted" if sc is not None and sc.may_have_lost(t) else
+                     "no_history_before" if ev == "UPDATE" else "no_call")
+            continue
+        w = {"type": "write", "write_id": str(rid), "conversation_id": scope, "text": text.strip(),
+             "citations": cites, "last_seen_turn": point,
              "time": text_or_none(updated if ev == "UPDATE" else created), "source_id": mid or None,
              "parent_id": prev[-1]["write_id"] if prev and ev == "UPDATE" else None,
-             "operation": ev.lower(), "round": len(prev) if ev == "UPDATE" else 0}
-        if isinstance(actor, str) and actor:
-            w["meta"] = {"actor_id": actor}
-        for v in prev:
-            v["valid"] = False
-        w["valid"] = True
+             "operation": ev.lower(), "round": len(prev) if ev == "UPDATE" else 0, "valid": True}
+        meta = {"actor_id": actor} if isinstance(actor, str) and actor else {}
+        if ev == "UPDATE" and not cites:
+            meta["mem0"] = "update() without messages (an API edit): no citations"
+        if meta:
+            w["meta"] = meta
         versions.setdefault(mid, []).append(w)
         res.writes.append(w)
+    row_index = {str(r[0]): i for i, r in enumerate(rows)}
+    res.writes.sort(key=lambda w: row_index[w["write_id"]])
+    if reasons:
+        stats["unlinked_reasons"] = dict(sorted(reasons.items()))
+    if pins:
+        stats["pinned_memory_ids"] = len(pins)
+    full = sorted(s for s, sc in by_scope.items() if sc.kept >= KEPT)
     if not has_messages:
         stats["note"] = "no messages table (mem0 before 1.0 kept none): no write can be linked to a conversation"
-    elif stats["unlinked"]:
-        stats["note"] = ("history rows whose messages mem0 no longer keeps (it keeps the last 10 per "
-                         "session) were not imported")
+    elif full:
+        stats["note"] = (f"mem0 keeps the last {KEPT} messages per scope; {len(full)} scope(s) are at that limit, "
+                         "so their earlier calls are gone")
     res.notes = stats
     return res
+
+
+def _messages(f: str, msgs: list[tuple], res: ImportResult, stats: dict[str, Any]) -> dict[str, _Scope]:
+    """The kept messages as turns, in save order per scope; one call per (scope, saved-at instant)."""
+    by_scope: dict[str, _Scope] = {}
+    timed = []
+    for i, (scope, role, content, name, created) in enumerate(msgs):
+        t = _instant(created)
+        timed.append((t is None, t or 0.0, i, scope, role, content, name, created))
+    timed.sort()
+    for _, t, i, scope, role, content, name, created in timed:
+        conv = str(scope or "default")
+        sc = by_scope.setdefault(conv, _Scope())
+        sc.kept += 1
+        if str(role or "").lower() == "system":
+            stats["system_messages"] = stats.get("system_messages", 0) + 1
+            continue
+        if not isinstance(content, str) or not content.strip():
+            res.problems.append(Problem(f, None, f"messages[{i}].content", "empty_text", "message has no text"))
+            continue
+        n = len(sc.turns)
+        tid = f"m{n + 1}"
+        res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
+                          "speaker": str(name or role or ""), "text": content, "time": text_or_none(created)})
+        if created is None or _instant(created) is None:
+            continue
+        sc.turns.append((t, tid))
+        if sc.calls and sc.calls[-1][0] == t:
+            sc.calls[-1][1].append(tid)
+        else:
+            sc.calls.append((t, [tid]))
+            sc.times.append(t)
+    return by_scope
+
+
+def _possible(by_scope: dict[str, _Scope], t: float) -> list[str]:
+    """Scopes an event at `t` may belong to: a call saved within the tolerance, or one evicted."""
+    return sorted(s for s, sc in by_scope.items() if sc.near(t) is not None or sc.may_have_lost(t))
+
+
+def _why_not(by_scope: dict[str, _Scope], t: float) -> str:
+    possible = _possible(by_scope, t)
+    if not possible:
+        return "no_call"
+    if all(by_scope[s].near(t) is None for s in possible):
+        return "messages_evicted"
+    return "ambiguous_scope"
+
+
+def _infer_scope(by_scope: dict[str, _Scope], t: float) -> str | None:
+    possible = _possible(by_scope, t)
+    if len(possible) == 1 and by_scope[possible[0]].near(t) is not None:
+        return possible[0]
+    return None

@@ -6,10 +6,12 @@ per row: messages `{"role", "content"}` (a string, or parts with `text`), `{"typ
 "role": "assistant", "content": [{"type": "output_text", "text"}]}`, and `function_call`,
 `function_call_output`, `reasoning` items.
 
-Mapping: conversation = session_id; user and assistant messages with text become turns, in row
-order (turn id `m<row id>`, time = created_at, UTC); tool calls, tool outputs, reasoning and system or
-developer messages are counted, not imported. The SDK stores no memory writes: this log is the turn
-side, to be paired with a memory store's writes that cite these turn ids (or loaded as `--history`).
+Mapping: conversation = session_id; user and assistant messages with text become turns (turn id
+`m<row id>`, time = created_at, UTC), in row order, the order the SDK reads them back (`get_items`
+orders by id; created_at is stamped to the second, so it cannot order a run's items); tool calls,
+tool outputs, reasoning and system or developer messages are counted, not imported. The SDK stores
+no memory writes: this log is the turn side, to be paired with a memory store's writes that cite
+these turn ids (or loaded as `--history`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def convert(path: str | Path) -> ImportResult:
     db = open_sqlite(path, "agent_messages", "an Agents SDK SQLiteSession database")
     try:
         rows = db.execute("SELECT id, session_id, message_data, created_at FROM agent_messages "
-                          "ORDER BY session_id, created_at, id").fetchall()
+                          "ORDER BY session_id, id").fetchall()
     except sqlite3.DatabaseError as e:
         raise LogError([Problem(f, None, None, "unreadable", f"cannot read agent_messages ({e})")]) from None
     finally:
