@@ -41,7 +41,7 @@ def mem0(tmp: Path, pins: bool) -> dict:
     log, notes = _import("mem0-db", FIX / "mem0" / "history.db", tmp / "m.jsonl", **kw)
     if log is None:
         return notes
-    c: Counter = Counter()
+    c: Counter = Counter(right=0, unlinked=0, wrong=0)
     for key, t in truth.items():
         mid = t.get("memory_id", key)
         op = "update" if t["how"] == "update" else "add"
@@ -68,7 +68,7 @@ def graphiti(tmp: Path) -> dict:
     log, notes = _import("graphiti", FIX / "graphiti" / "export.json", tmp / "g.jsonl")
     if log is None:
         return notes
-    c: Counter = Counter()
+    c: Counter = Counter(right=0, wrong=0, validity_wrong=0, turn_order_wrong=0)
     for uid, t in truth["edges"].items():
         w = log.write(uid)
         ok = (w.conversation_id == t["group"] and w.last_seen_turn == t["last_seen_turn"]
@@ -85,7 +85,7 @@ def agents(tmp: Path) -> dict:
     log, notes = _import("openai-agents", FIX / "openai_agents" / "session.db", tmp / "a.jsonl")
     if log is None:
         return notes
-    c: Counter = Counter()
+    c: Counter = Counter(sessions_right=0, sessions_wrong=0)
     for s, texts in truth.items():
         got = [t.text for t in log.conversations[s].turns] if s in log.conversations else []
         c["sessions_right" if got == texts else "sessions_wrong"] += 1
@@ -100,7 +100,7 @@ def langgraph(tmp: Path) -> dict:
         if log is None:
             out[store] = notes
             continue
-        c: Counter = Counter()
+        c: Counter = Counter(right=0, approximate=0, unlinked=0, wrong=0)
         for wid, t in truth.items():
             w = next((x for x in log.writes if x.write_id == wid), None)
             if w is None:

@@ -127,10 +127,11 @@ def convert(path: str | Path) -> ImportResult:
 def _supersessions(edges: list[dict[str, Any]], kept: set[str]) -> tuple[dict[str, list[str]], int]:
     """Graphiti invalidates an edge by setting its `invalid_at` to the `valid_at` of the new edge that
     contradicts it (edge_operations.resolve_edge_contradictions) and `expired_at` to the time it did
-    so; the pair is not recorded. The successor of an invalidated edge is the edge of its group whose
-    valid_at is that instant, preferring one that shares a node with it, then the one created nearest
-    the expiry. Returns successor uuid -> uuids it supersedes, and how many invalidated edges have no
-    successor in the export."""
+    so; the pair is not recorded. Every edge extracted from one episode usually starts at that
+    episode's time, so several edges may start at the instant an edge ended. The successor is the
+    one that conflicts with it on the same slot: the same relation (`name`) from the same source
+    node, else sharing a node; a tie at the best rank is not guessed (counted as no successor).
+    Returns successor uuid -> uuids it supersedes, and how many invalidated edges have none."""
     by_start: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for e in edges:
         t = _instant(e.get("valid_at"))
@@ -143,12 +144,17 @@ def _supersessions(edges: list[dict[str, Any]], kept: set[str]) -> tuple[dict[st
         if end is None or e.get("uuid") not in kept:
             continue
         nodes = {e.get("source_node_uuid"), e.get("target_node_uuid")} - {None}
-        cands = [c for c in by_start.get((str(e.get("group_id") or "default"), end), []) if c is not e]
-        if not cands:
+
+        def rank(c: dict[str, Any], e: dict[str, Any] = e, nodes: set = nodes) -> int:
+            if c.get("name") and c.get("name") == e.get("name") and c.get("source_node_uuid") == e.get(
+                    "source_node_uuid"):
+                return 0
+            return 1 if nodes & {c.get("source_node_uuid"), c.get("target_node_uuid")} else 2
+
+        cands = sorted((rank(c), i, c) for i, c in enumerate(by_start.get(
+            (str(e.get("group_id") or "default"), end), [])) if c is not e)
+        if not cands or cands[0][0] == 2 or (len(cands) > 1 and cands[1][0] == cands[0][0]):
             unlinked += 1
             continue
-        expiry = _instant(e.get("expired_at")) or end
-        best = min(cands, key=lambda c: (not nodes & {c.get("source_node_uuid"), c.get("target_node_uuid")},
-                                         abs((_instant(c.get("created_at")) or expiry) - expiry)))
-        links.setdefault(best["uuid"], []).append(e["uuid"])
+        links.setdefault(cands[0][2]["uuid"], []).append(e["uuid"])
     return links, unlinked
