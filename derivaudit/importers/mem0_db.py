@@ -230,6 +230,9 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
         stats["unlinked_reasons"] = dict(sorted(reasons.items()))
     if pins:
         stats["pinned_memory_ids"] = len(pins)
+    elif reasons.get("ambiguous_scope"):
+        stats["hint"] = ("rows near another scope's call were not placed: pass --scopes with Memory.get_all() "
+                         "output to pin each memory id to its user")
     full = sorted(s for s, sc in by_scope.items() if sc.kept >= KEPT)
     if not has_messages:
         stats["note"] = "no messages table (mem0 before 1.0 kept none): no write can be linked to a conversation"
