@@ -223,3 +223,19 @@ def test_parent_in_another_conversation_is_rejected(tmp_path):
         load_log(src)
     (p,) = e.value.problems
     assert (p.line, p.field, p.code) == (4, "parent_id", "cross_conversation_parent")
+
+
+def test_mem0_db_notes_say_when_a_call_was_truncated(tmp_path):
+    """mem0 keeps 10 messages per scope: a call of more than 10 keeps only 10 of them, and the notes say so."""
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "history.db"
+    shutil.copy(ROOT / "mem0" / "history.db", db)
+    con = sqlite3.connect(db)
+    con.executemany("INSERT INTO messages VALUES (?, 'user_id=zed', 'user', ?, NULL, '2026-03-02T11:00:00+00:00')",
+                    [(f"z{i}", f"line {i}") for i in range(10)])
+    con.commit()
+    con.close()
+    _, notes = run_import("mem0-db", db, tmp_path / "m.jsonl")
+    assert notes["truncated_calls"] == 1 and "kept only 10" in notes["note"]

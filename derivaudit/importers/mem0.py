@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from ..records import MAX_PASSAGES, Problem
-from . import ImportResult, read_json
+from . import ImportResult, instant, read_json
 
 
 def _get(e: dict[str, Any], *keys: str) -> Any:
@@ -46,7 +46,8 @@ def convert(path: str | Path) -> ImportResult:
             res.problems.append(Problem(f, None, f"[{i}]", "bad_format", "history entry is not an object"))
             continue
         entries.append((str(_get(e, "created_at", "createdAt") or ""), i, e))
-    entries.sort(key=lambda x: (x[0], x[1]))
+    # time order as instants (entries may carry different offsets); unreadable times keep file order, last
+    entries.sort(key=lambda x: (instant(x[0]) is None, instant(x[0]) or 0.0, x[1]))
 
     batches: dict[tuple[str, str, bytes], list[str]] = {}
     order: dict[str, int] = {}

@@ -234,11 +234,15 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
         stats["hint"] = ("rows near another scope's call were not placed: pass --scopes with Memory.get_all() "
                          "output to pin each memory id to its user")
     full = sorted(s for s, sc in by_scope.items() if sc.kept >= KEPT)
+    truncated = sum(len(ids) >= KEPT for sc in by_scope.values() for _, ids in sc.calls)
+    if truncated:
+        stats["truncated_calls"] = truncated  # a call of more than 10 messages keeps only 10 of them
     if not has_messages:
         stats["note"] = "no messages table (mem0 before 1.0 kept none): no write can be linked to a conversation"
     elif full:
         stats["note"] = (f"mem0 keeps the last {KEPT} messages per scope; {len(full)} scope(s) are at that limit, "
-                         "so their earlier calls are gone")
+                         "so their earlier calls are gone" + (f", and {truncated} call(s) kept only {KEPT} of their "
+                                                               "messages" if truncated else ""))
     res.notes = stats
     return res
 
