@@ -106,6 +106,17 @@ def cluster_bootstrap_ci(rows: Sequence[dict[str, Any]], metrics: dict[str, tupl
     return {name: percentile_interval(balanced_resamples(*counts[name], draws)) for name in metrics}
 
 
+def wilson_upper(k: int, n: int, z: float = 1.6449) -> float | None:
+    """One-sided upper confidence bound (95% by default) on a binomial share k/n, Wilson's score
+    interval: unlike k/n it is above 0 when k = 0, so a small clean sample is not read as proof."""
+    if n <= 0:
+        return None
+    p = k / n
+    centre = p + z * z / (2 * n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5)
+    return min(1.0, (centre + half) / (1 + z * z / n))
+
+
 def cohen_kappa(x: Sequence[Any], y: Sequence[Any]) -> float | None:
     """Cohen's kappa between two raters' categorical answers (None when undefined)."""
     n = len(x)

@@ -53,6 +53,29 @@ def test_metrics_by_hand():
     assert f["gold.accuracy"] == g["accuracy"] and f["gold.recall.provenance_repaired"] == 1.0
 
 
+def test_false_supported_counts_either_view_and_has_an_upper_bound():
+    rows = [{"write_id": "a", "conversation_id": "c1", "gold": "unsupported", "citation_label": "supported",
+             "expanded_label": "unsupported", "category": "unsupported"},  # right category, still admitted
+            {"write_id": "b", "conversation_id": "c1", "gold": "contradicted", "citation_label": "unsupported",
+             "expanded_label": "supported", "category": "provenance-repaired"},
+            {"write_id": "c", "conversation_id": "c2", "gold": "unsupported", "citation_label": "unsupported",
+             "expanded_label": "unsupported", "category": "unsupported"},
+            {"write_id": "d", "conversation_id": "c2", "gold": "citation-supported", "citation_label": "supported",
+             "expanded_label": "supported", "category": "citation-supported"}]
+    g = gold_metrics(rows)
+    fs = g["false_supported"]
+    assert (fs["n"], fs["count"], fs["write_ids"]) == (3, 2, ["a", "b"]) and fs["share"] == pytest.approx(2 / 3)
+    # Wilson one-sided 95% upper bound, by hand: z = 1.6449
+    z, n, p = 1.6449, 3, 2 / 3
+    hand = (p + z * z / (2 * n) + z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5)) / (1 + z * z / n)
+    assert fs["upper95"] == pytest.approx(hand) and fs["upper95"] < 1
+    assert g["per_conversation"] == {"c1": {"n": 2, "correct": 1, "accuracy": 0.5},
+                                     "c2": {"n": 2, "correct": 2, "accuracy": 1.0}}
+    assert flat(g)["gold.false_supported"] == pytest.approx(2 / 3)
+    clean = gold_metrics([rows[2]])
+    assert clean["false_supported"]["share"] == 0 and 0.4 < clean["false_supported"]["upper95"] < 0.8  # 0 of 1
+
+
 def test_no_gold_no_numbers():
     assert gold_metrics([{"write_id": "w", "category": "unsupported"}]) is None
     assert set(flat(None).values()) == {None}
@@ -90,6 +113,11 @@ def test_every_format_shows_gold_and_gates_read_it(synth_run, tmp_path):
     assert r.exit_code == 1 and json.loads(r.stdout)["gates"][0]["failed"]
     assert runner.invoke(app, ["report", str(run), "--fail-if", "gold.recall.contradicted<0"]).exit_code == 0
     assert runner.invoke(app, ["report", str(run), "--fail-if", "gold.recall.bogus<0"]).exit_code == 2
+    fs = g["false_supported"]
+    assert fs["count"] > 0 and "false supported" in md  # a third of the writes carry a wrong 'contradicted'
+    gate = f"gold.false_supported>{fs['share'] - 0.01}"
+    assert runner.invoke(app, ["report", str(run), "--fail-if", gate]).exit_code == 1
+    assert runner.invoke(app, ["report", str(run), "--fail-if", "gold.false_supported>1"]).exit_code == 0
 
 
 def test_a_run_without_gold_shows_no_gold_section(synth_run):

@@ -150,8 +150,15 @@ def gold_rows(g: dict[str, Any], dash: str = "—") -> list[list[str]]:
             [f"majority-class baseline ({g['baseline']['category']})", pct(g["baseline"]["accuracy"])],
             ["ambiguous share", pct(g["ambiguous"])],
             ["Cohen's κ against gold", dash if k is None else f"{k:.2f}"]]
+    fs = g.get("false_supported") or {}
+    if fs.get("n"):
+        rows.append(["false supported: gold unsupported/contradicted called supported in either view",
+                     f"{pct(fs['share'])} ({fs['count']}/{fs['n']}; 95% upper bound {pct(fs['upper95'])})"])
     rows += [[f"recall: {c}", f"{pct(g['recall'][c])} (n={g['support'][c]})" if g["support"][c] else dash]
              for c in CATEGORIES]
+    per = g.get("per_conversation") or {}
+    if len(per) > 1:
+        rows += [[f"accuracy in {c}", f"{pct(v['accuracy'])} ({v['correct']}/{v['n']})"] for c, v in per.items()]
     return rows
 
 
