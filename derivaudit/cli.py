@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import __version__
+from . import __version__, timeref
 from .evidence import EvidenceSettings, Views, build_views
 from .io import LogError, atomic_writer, load_log
 from .models import DEFAULT_BACKEND, DEFAULT_MODEL
@@ -208,7 +208,8 @@ def _passages_table(title: str, passages: tuple[Any, ...]) -> Table:
     t.add_column("time", no_wrap=True)
     t.add_column("text", ratio=1)
     for p in passages:
-        t.add_row(escape(p.turn_id), escape(p.speaker), escape(p.time or ""), escape(p.text))
+        text = timeref.annotate(p.text, p.time) if p.time else p.text  # as the evidence block shows it
+        t.add_row(escape(p.turn_id), escape(p.speaker), escape(p.time or ""), escape(text))
     return t
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from rank_bm25 import BM25Okapi
 
+from . import timeref
 from .records import MAX_PASSAGES, MAX_RETRIEVED, Conversation, MemoryLog, Turn, Write
 
 if TYPE_CHECKING:
@@ -95,8 +96,14 @@ class Views:
 
 
 def passage_dict(t: Turn) -> dict[str, Any]:
-    return {"turn_id": t.turn_id, "order": t.order, "speaker": t.speaker, "text": t.text,
-            "time": t.time, "session": t.session}
+    """A passage as views.jsonl records it; `time_refs`: the relative time expressions resolved
+    against the turn's time (timeref), as the evidence block shows them."""
+    d = {"turn_id": t.turn_id, "order": t.order, "speaker": t.speaker, "text": t.text,
+         "time": t.time, "session": t.session}
+    refs = timeref.resolve(" ".join(t.text.split()), t.time) if t.time else ()
+    if refs:
+        d["time_refs"] = [r.as_dict() for r in refs]
+    return d
 
 
 class ConversationIndex:

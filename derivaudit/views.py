@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import templates
+from . import templates, timeref
 from .models.base import Prompt
 from .records import Turn
 from .registry import Registry
@@ -89,7 +89,8 @@ def passage_line(i: int, p: Turn | dict[str, Any]) -> str:
     when = get("time")
     speaker = get("speaker") or ""
     head = f"[{i}]" + (f" ({when})" if when else "") + (f" {speaker}:" if speaker else "")
-    return f"{head} {' '.join(str(get('text')).split())}"
+    text = " ".join(str(get("text")).split())
+    return f"{head} {timeref.annotate(text, when) if when else text}"
 
 
 def evidence_block(record: str, passages: Sequence[Turn | dict[str, Any]]) -> str:

@@ -65,7 +65,9 @@ def drilldown_data(run: Path, score_rows: list[dict[str, Any]] | None = None) ->
         for view, short in VIEW_KEYS.items():
             ids = []
             for t in v.get(view, []):
-                table.setdefault(t["turn_id"], [t.get("speaker"), t.get("time"), t.get("text")])
+                refs = [[x["expression"], x["shown"]] for x in t.get("time_refs") or []]
+                row = [t.get("speaker"), t.get("time"), t.get("text")]
+                table.setdefault(t["turn_id"], [*row, refs] if refs else row)
                 ids.append(t["turn_id"])
             passages[short] = ids
         ob = []
@@ -287,12 +289,13 @@ function open(w) {
     d.append(el("h4", name));
     const ol = el("ol", null, "passages");
     w.p[v].forEach((tid, i) => {
-      const [speaker, time, text] = turns[tid] || [null, null, "(missing)"];
+      const [speaker, time, text, refs] = turns[tid] || [null, null, "(missing)"];
       const li = el("li", null, cited.has(tid) ? "cited" : "retrieved");
       if (implied[v].has(i + 1)) li.classList.add("implied");
       li.append(el("span", "[" + tid + "] " + (time ? time + " " : "") + (speaker ? speaker + ": " : "")),
                 el("span", text), el("span", cited.has(tid) ? "cited" : "retrieved", "mark"));
       if (implied[v].has(i + 1)) li.append(el("span", "in a minimal E subset", "mark"));
+      if (refs) li.append(el("span", "time: " + refs.map(([e, d]) => e + " = " + d).join("; "), "mark"));
       ol.append(li);
     });
     if (!w.p[v].length) ol.append(el("li", "(no passages)"));
