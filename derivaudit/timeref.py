@@ -24,6 +24,7 @@ _WEEKDAY = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _UNIT = r"day|week|weekend|month|year|night|morning|afternoon|evening"
 _NUM = r"\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
 PATTERN = re.compile(
+    r"(?<!like )(?<!like just )(?<!as if it was )"  # "feels like just yesterday" is not a date
     r"\b(?:the day (?:before yesterday|after tomorrow)"
     r"|yesterday|today|tomorrow|tonight"
     rf"|(?:last|next|this|coming) (?:{_WEEKDAY}|{_UNIT})"

@@ -30,6 +30,7 @@ def test_expressions_resolve_against_the_turn_time(text, when, shown):
     "We might go last weekend or a few days ago.",  # dateparser cannot resolve these: left as written
     "I may go in May.",  # the modal verb is not a month
     "I've been doing this for 4 years now.",  # a duration, not a date
+    "Time flies, feels like just yesterday I put this dress on.",  # an idiom
     "Nothing about time here.",
 ])
 def test_what_cannot_be_resolved_is_left_as_written(text):
