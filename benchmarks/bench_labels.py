@@ -7,9 +7,13 @@ Usage:
 
 Gold sets:
 - fixtures: fixtures/memories.jsonl (24 hand-written writes, 3 conversations);
-- locomo: fixtures/locomo_dev.jsonl (48 hand-written writes on LoCoMo conv-26 and conv-43, 12 per
-  category), joined with the turns of `derivaudit import locomo ../shared/datasets/locomo/locomo10.json`
-  (skipped when ../shared is absent; LoCoMo's own text is never stored in the repository).
+- locomo: fixtures/locomo_dev.jsonl (72 hand-written writes: 48 on LoCoMo conv-26 and conv-43, 24 on
+  conv-42 and conv-44; 18 per category), joined with the turns of
+  `derivaudit import locomo ../shared/datasets/locomo/locomo10.json`
+  (skipped when ../shared is absent; LoCoMo's own text is never stored in the repository);
+- final (`--set final` only): fixtures/locomo_final.jsonl (24 writes on conv-47 and conv-48, 6 per
+  category), written by reading the turns before any model saw them; scored once, at the end of a
+  change, never tuned on.
 Each (model, set) is scanned into its own run folder under --out (resumable; the result cache makes
 reruns cheap) and reported: 4-way accuracy, per-category recall, ambiguous share, kappa, the
 majority-class baseline, and seconds per write (of that invocation; cached work is not re-timed).
@@ -37,12 +41,12 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 
 
-def locomo_dev_log(locomo: Path, work: Path, per_group: int | None = None) -> Path | None:
-    """The dev writes joined with their conversations' turns, written to `work`; with `per_group`,
-    only the first that many writes of each (conversation, gold category): a balanced subset."""
+def locomo_dev_log(locomo: Path, work: Path, per_group: int | None = None, name: str = "locomo_dev") -> Path | None:
+    """The dev writes (fixtures/NAME.jsonl) joined with their conversations' turns, written to `work`;
+    with `per_group`, only the first that many writes of each (conversation, gold category)."""
     if not locomo.exists():
         return None
-    dev = ROOT / "fixtures" / "locomo_dev.jsonl"
+    dev = ROOT / "fixtures" / f"{name}.jsonl"
     import orjson
 
     writes = [orjson.loads(x) for x in dev.read_bytes().splitlines() if x.strip()]
@@ -61,7 +65,7 @@ def locomo_dev_log(locomo: Path, work: Path, per_group: int | None = None) -> Pa
         run_import("locomo", locomo, full)
     turns = [r for r in (orjson.loads(x) for x in full.read_bytes().splitlines() if x.strip())
              if r.get("type") == "turn" and r["conversation_id"] in convs]
-    out = work / (f"locomo_dev_{per_group}_per_group.jsonl" if per_group else "locomo_dev_joined.jsonl")
+    out = work / (f"{name}_{per_group}_per_group.jsonl" if per_group else f"{name}_joined.jsonl")
     write_jsonl(out, [*turns, *(w for w in writes if w.get("type") == "write")])
     return out
 
@@ -74,7 +78,8 @@ def parse_model(text: str) -> ModelSpec:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", action="append", help="BACKEND:MODEL or MODEL (repeatable; default: the default model)")
-    ap.add_argument("--set", choices=("fixtures", "locomo", "both"), default="both")
+    ap.add_argument("--set", choices=("fixtures", "locomo", "both", "final"), default="both",
+                    help="final: fixtures/locomo_final.jsonl, the part scored once, at the end of a change")
     ap.add_argument("--limit", type=int, default=None, help="only the first N writes of each set")
     ap.add_argument("--out", type=Path, default=None, help="run folders go here (default: a temporary folder)")
     ap.add_argument("--per-group", type=int, default=None,
@@ -92,6 +97,10 @@ def main() -> None:
             print(f"LoCoMo not found at {args.locomo}: the locomo set is skipped")
         else:
             sets["locomo"] = p
+    if args.set == "final":
+        p = locomo_dev_log(args.locomo, out, args.per_group, name="locomo_final")
+        if p is not None:
+            sets["final"] = p
     specs = [parse_model(m) for m in args.model] if args.model else [ModelSpec(default_backend(), default_model())]
     rows = []
     for spec in specs:
@@ -115,8 +124,11 @@ def main() -> None:
             continue
         k = "-" if g["kappa"] is None else f"{g['kappa']:.2f}"
         rec = " ".join(f"{'-' if g['recall'][c] is None else format(g['recall'][c], '.2f'):>11}" for c in CATEGORIES)
+        fs = g.get("false_supported") or {}
         print(f"{model:34} {name:9} {g['n']:3d} {g['accuracy']:6.2f} {g['baseline']['accuracy']:6.2f} "
-              f"{g['ambiguous']:6.2f} {k:>6} {rec} {spw:8.1f}")
+              f"{g['ambiguous']:6.2f} {k:>6} {rec} {spw:8.1f}  false-supported {fs.get('count')}/{fs.get('n')}")
+        for conv, v in (g.get("per_conversation") or {}).items():
+            print(f"    {conv:30} {v['correct']:3d}/{v['n']:<3d} {v['accuracy']:.2f}")
     print(f"run folders: {out}")
 
 
