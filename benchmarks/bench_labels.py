@@ -41,7 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 
 
-def locomo_dev_log(locomo: Path, work: Path, per_group: int | None = None, name: str = "locomo_dev") -> Path | None:
+def locomo_dev_log(locomo: Path, work: Path, per_group: int | None = None, name: str = "locomo_dev",
+                   conversations: set[str] | None = None) -> Path | None:
     """The dev writes (fixtures/NAME.jsonl) joined with their conversations' turns, written to `work`;
     with `per_group`, only the first that many writes of each (conversation, gold category)."""
     if not locomo.exists():
@@ -50,6 +51,8 @@ def locomo_dev_log(locomo: Path, work: Path, per_group: int | None = None, name:
     import orjson
 
     writes = [orjson.loads(x) for x in dev.read_bytes().splitlines() if x.strip()]
+    if conversations:
+        writes = [w for w in writes if w.get("type") != "write" or w["conversation_id"] in conversations]
     if per_group:
         seen: dict[tuple[str, str], int] = {}
         keep = []
@@ -65,7 +68,8 @@ def locomo_dev_log(locomo: Path, work: Path, per_group: int | None = None, name:
         run_import("locomo", locomo, full)
     turns = [r for r in (orjson.loads(x) for x in full.read_bytes().splitlines() if x.strip())
              if r.get("type") == "turn" and r["conversation_id"] in convs]
-    out = work / (f"{name}_{per_group}_per_group.jsonl" if per_group else f"{name}_joined.jsonl")
+    tag = "_".join(sorted(conversations)) + "_" if conversations else ""
+    out = work / (f"{name}_{tag}{per_group}_per_group.jsonl" if per_group else f"{name}_{tag}joined.jsonl")
     write_jsonl(out, [*turns, *(w for w in writes if w.get("type") == "write")])
     return out
 
@@ -85,6 +89,7 @@ def main() -> None:
     ap.add_argument("--per-group", type=int, default=None,
                     help="LoCoMo set: only the first N writes per (conversation, gold category)")
     ap.add_argument("--locomo", type=Path, default=LOCOMO)
+    ap.add_argument("--conversations", default=None, help="LoCoMo sets: only these conversations (comma-separated)")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bench_labels."))
     out.mkdir(parents=True, exist_ok=True)
@@ -92,7 +97,8 @@ def main() -> None:
     if args.set in ("fixtures", "both"):
         sets["fixtures"] = ROOT / "fixtures" / "memories.jsonl"
     if args.set in ("locomo", "both"):
-        p = locomo_dev_log(args.locomo, out, args.per_group)
+        convs = set(args.conversations.split(",")) if args.conversations else None
+        p = locomo_dev_log(args.locomo, out, args.per_group, conversations=convs)
         if p is None:
             print(f"LoCoMo not found at {args.locomo}: the locomo set is skipped")
         else:
