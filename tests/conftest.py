@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,18 @@ import pytest
 # another model; tests of the default model (Qwen2.5-Coder-1.5B on llama.cpp) say so explicitly.
 os.environ.setdefault("DERIVAUDIT_BACKEND", "transformers")
 os.environ.setdefault("DERIVAUDIT_MODEL", "smollm2")
+
+# Tests never read or write the user's own home (~/.cache/derivaudit: result cache, assembled
+# models): a suite that reads a warm cache hides its real cost. One fresh home per test run, so a
+# model result may be reused within the run but never across runs; DERIVAUDIT_TEST_HOME names a
+# persistent one on purpose (a developer rerunning one slow test).
+if os.environ.get("DERIVAUDIT_TEST_HOME"):
+    os.environ["DERIVAUDIT_HOME"] = os.environ["DERIVAUDIT_TEST_HOME"]
+else:
+    _home = tempfile.mkdtemp(prefix="derivaudit-test-home-")
+    os.environ["DERIVAUDIT_HOME"] = _home
+    atexit.register(shutil.rmtree, _home, ignore_errors=True)
+os.environ.pop("DERIVAUDIT_CACHE", None)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -304,3 +305,11 @@ def test_unknown_backend_and_empty_fleet():
         load_backend("nope", "m")
     with pytest.raises(BackendError, match="at least one --base-url"):
         OpenAIBackend("m", base_urls=[])
+
+
+def test_the_suite_never_uses_the_users_own_home():
+    """conftest gives the test run its own DERIVAUDIT_HOME: no result cache or model of the user's is read."""
+    from derivaudit import paths
+
+    user = Path.home() / ".cache" / "derivaudit"
+    assert paths.home() != user and user not in paths.cache_path().parents
