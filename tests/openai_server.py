@@ -12,13 +12,16 @@ from derivaudit.models.base import Prompt
 
 class ModelServer:
     def __init__(self, backend, *, fail_first: int = 0, fail_status: int = 503, no_logprobs: bool = False,
-                 max_top_logprobs: int = 20):
+                 max_top_logprobs: int = 20, die_after: int | None = None):
         self.backend = backend
         self.fail_first = fail_first
         self.fail_status = fail_status
         self.no_logprobs = no_logprobs
         self.max_top_logprobs = max_top_logprobs
         self.requests: list[dict] = []
+        self.answered = 0
+        self.die_after = die_after  # answer this many requests, then go away as a killed node does
+        self.dead = threading.Event()
         self.lock = threading.Lock()
         server = self
 
@@ -29,6 +32,12 @@ class ModelServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server.lock:
+                    if server.die_after is not None and server.answered >= server.die_after:
+                        if not server.dead.is_set():
+                            server.dead.set()
+                            threading.Thread(target=server.kill, daemon=True).start()
+                        self.close_connection = True
+                        return  # no answer: the connection drops mid-request
                     server.requests.append(body)
                     failing = len(server.requests) <= server.fail_first
                 if self.path != "/v1/chat/completions":
@@ -55,6 +64,8 @@ class ModelServer:
                           "finish_reason": "length"}
                 if logprobs is not None and not server.no_logprobs:
                     choice["logprobs"] = logprobs
+                with server.lock:
+                    server.answered += 1
                 self._send(200, {"id": "x", "object": "chat.completion", "model": body["model"],
                                  "choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 1}})
 
@@ -74,6 +85,11 @@ class ModelServer:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def kill(self):
+        """Stop listening: later connections are refused, as on a node that died."""
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def __exit__(self, *exc):
+        if not self.dead.is_set():
+            self.kill()

@@ -289,6 +289,24 @@ def test_openai_fleet_shards_by_evidence(smol, fixture_prompts):
         assert a.requests and b.requests
 
 
+@pytest.mark.slow
+def test_openai_fleet_survives_a_lost_node(smol, fixture_prompts):
+    """One server of two dies mid-run (drops a request, then refuses connections): every prompt is
+    still answered once, by the other, with the same score; only a fleet with no server left fails."""
+    with ModelServer(smol) as ref:
+        want = OpenAIBackend("smollm2", base_urls=[ref.url]).score(fixture_prompts)
+    with ModelServer(smol, die_after=2) as a, ModelServer(smol) as b:
+        be = OpenAIBackend("smollm2", base_urls=[a.url, b.url], backoff=0.01, concurrency=1)
+        got = be.score(fixture_prompts)
+        assert a.dead.is_set() and list(be.dead) == [a.url] and be.failovers >= 1
+        assert a.answered >= 2 and a.answered + b.answered == len(fixture_prompts)  # each answered once
+        assert [s.logodds for s in got] == pytest.approx([s.logodds for s in want], abs=1e-6)
+        b.kill()
+        b.dead.set()
+        with pytest.raises(BackendError, match="no server of the fleet answers"):
+            be.score([Prompt("", "Is fire hot? Answer with one word, yes or no.")])
+
+
 def test_vllm_missing_is_a_clear_error():
     pytest.importorskip("torch")
     try:

@@ -3,15 +3,22 @@
 For users who outgrow one machine: run `vllm serve MODEL --max-logprobs 100` on each box (or one
 data-parallel / multi-node deployment) and pass every `--base-url`. Requests are sharded by the
 prompt's shared evidence block, so all views of one memory hit the same server's prefix cache.
-Concurrency is bounded; 429, 5xx, timeouts and connection errors are retried with exponential
-backoff (honouring Retry-After). `top_logprobs` is capped at what the server allows (vLLM's
-default cap is 20; OpenAI's API allows 20); the cap used is recorded with every score.
+Concurrency is bounded; 429, 5xx and timeouts are retried with exponential backoff (honouring
+Retry-After). A server that cannot be reached (connection refused), or that keeps failing after
+its retries, is taken out of the fleet for the rest of the run and its requests go to the next
+live server in a fixed order: a lost node costs the retries of its in-flight requests, not the
+scan; only when every server is gone is it an error. A server that answers but refuses the
+request (4xx), answers without logprobs or with something that is not JSON is named in the error:
+more servers would not help. `top_logprobs` is capped at what the server allows (vLLM's default
+cap is 20; OpenAI's API allows 20); the cap used is recorded with every score.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +39,10 @@ from .base import (
 )
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class _Unreachable(Exception):
+    """A server that cannot be reached, or still fails after its retries: the fleet goes on without it."""
 
 
 class OpenAIBackend(Backend):
@@ -65,25 +76,57 @@ class OpenAIBackend(Backend):
                                    limits=httpx.Limits(max_connections=self.concurrency * len(self.base_urls)))
         self.verdict_ids = VerdictIds(lambda w: set(word_variants(w)))
         self.retries = 0
+        self.dead: dict[str, str] = {}  # url -> why it left the fleet
+        self.failovers = 0
+        self._lock = threading.Lock()
 
     def identity(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model, "top_logprobs_cap": self.top_logprobs}
 
-    def _server(self, prompt: Prompt) -> str:
-        h = int.from_bytes(hashlib.sha256(prompt.shared.encode()).digest()[:8], "big")
-        return self.base_urls[h % len(self.base_urls)]
+    def _servers(self, prompt: Prompt) -> list[str]:
+        """The fleet in the order this prompt tries it: its shard (by evidence block) first."""
+        h = int.from_bytes(hashlib.sha256(prompt.shared.encode()).digest()[:8], "big") % len(self.base_urls)
+        return self.base_urls[h:] + self.base_urls[:h]
 
-    def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _request(self, prompt: Prompt, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Post to the prompt's shard, failing over to the next live server when one is lost."""
+        tried = []
+        for url in self._servers(prompt):
+            if url in self.dead:
+                continue
+            try:
+                return url, self._post(url, body, give_up_on_connect=len(self.base_urls) - len(self.dead) > 1)
+            except _Unreachable as e:
+                with self._lock:
+                    if url not in self.dead:
+                        self.dead[url] = str(e)
+                        print(f"derivaudit: {url} left the fleet ({e}); its requests go to the other servers",
+                              file=sys.stderr)
+                    self.failovers += 1
+                tried.append(f"{url}: {e}")
+        why = "; ".join(tried) or "; ".join(f"{u}: {w}" for u, w in self.dead.items())
+        raise BackendError(f"no server of the fleet answers ({why})")
+
+    def _post(self, url: str, body: dict[str, Any], give_up_on_connect: bool = False) -> dict[str, Any]:
         last = ""
         for attempt in range(self.max_retries + 1):
             try:
                 r = self.client.post(f"{url}/chat/completions", json=body)
+            except httpx.ConnectError as e:
+                if give_up_on_connect:  # nothing listens there: another server takes it at once
+                    raise _Unreachable(f"{type(e).__name__}: {e}") from None
+                last = f"{type(e).__name__}: {e}"
+                wait = self.backoff * 2**attempt
             except (httpx.TimeoutException, httpx.TransportError) as e:
                 last = f"{type(e).__name__}: {e}"
                 wait = self.backoff * 2**attempt
             else:
                 if r.status_code == 200:
-                    return r.json()
+                    try:
+                        return r.json()
+                    except ValueError:
+                        raise BackendError(f"{url} answered with something that is not JSON: "
+                                           f"{r.text[:200]!r}") from None
                 last = f"HTTP {r.status_code}: {r.text[:300]}"
                 if r.status_code not in RETRY_STATUS:
                     raise BackendError(f"{url} refused the request: {last}")
@@ -94,7 +137,7 @@ class OpenAIBackend(Backend):
             if attempt < self.max_retries:
                 self.retries += 1
                 time.sleep(min(wait, 30.0))
-        raise BackendError(f"{url} failed after {self.max_retries + 1} attempts: {last}")
+        raise _Unreachable(f"failed after {self.max_retries + 1} attempts: {last}")
 
     def _body(self, prompt: Prompt, **extra: Any) -> dict[str, Any]:
         body = {"model": self.model, "messages": prompt.messages(), "temperature": 0, "seed": self.seed,
@@ -112,8 +155,7 @@ class OpenAIBackend(Backend):
         k_used = min(k, self.top_logprobs)
 
         def one(p: Prompt) -> Score:
-            url = self._server(p)
-            data = self._post(url, self._body(p, max_tokens=1, logprobs=True, top_logprobs=k_used))
+            url, data = self._request(p, self._body(p, max_tokens=1, logprobs=True, top_logprobs=k_used))
             try:
                 first = data["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
             except (KeyError, IndexError, TypeError):
@@ -144,7 +186,7 @@ class OpenAIBackend(Backend):
                                         "json_schema": {"name": "output", "schema": json_schema}}
 
         def one(p: Prompt) -> str:
-            data = self._post(self._server(p), self._body(p, **extra))
+            _, data = self._request(p, self._body(p, **extra))
             self.usage.generated_tokens += int((data.get("usage") or {}).get("completion_tokens") or 0)
             return cut_at_stop(str(data["choices"][0]["message"].get("content") or ""), stop).strip()
 
