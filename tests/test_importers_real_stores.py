@@ -242,3 +242,20 @@ def test_mem0_db_notes_say_when_a_call_was_truncated(tmp_path):
     # and without pins zed, at the limit, may have lost a call at any earlier time: nothing is placed by time
     with pytest.raises(LogError):
         run_import("mem0-db", db, tmp_path / "m.jsonl")
+
+
+def test_mem0_db_messages_without_a_time_keep_distinct_turn_ids(tmp_path):
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "history.db"
+    shutil.copy(ROOT / "mem0" / "history.db", db)
+    con = sqlite3.connect(db)
+    con.executemany("INSERT INTO messages VALUES (?, 'user_id=bob', 'user', ?, NULL, NULL)",
+                    [("u1", "no time one"), ("u2", "no time two")])
+    con.commit()
+    con.close()
+    log, _ = run_import("mem0-db", db, tmp_path / "m.jsonl", options={"scopes": ROOT / "mem0" / "get_all.json"})
+    ids = [t.turn_id for t in log.conversations["user_id=bob"].turns]
+    assert len(ids) == len(set(ids)) and [t.text for t in log.conversations["user_id=bob"].turns][-2:] == [
+        "no time one", "no time two"]

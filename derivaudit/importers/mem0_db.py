@@ -102,9 +102,9 @@ def read_scopes(path: str | Path) -> dict[str, str]:
 @dataclass
 class _Scope:
     calls: list[tuple[float, list[str]]] = field(default_factory=list)  # (saved at, turn ids), by time
-    times: list[float] = field(default_factory=list)
-    turns: list[tuple[float, str]] = field(default_factory=list)  # every kept message, by time
+    turns: list[tuple[float, str]] = field(default_factory=list)  # every kept message with a time, by time
     kept: int = 0  # messages of any role mem0 still keeps
+    n_turns: int = 0  # turns imported, timed or not (turn ids m1, m2, ...)
 
     def near(self, t: float) -> tuple[float, list[str]] | None:
         best = min(self.calls, key=lambda c: abs(c[0] - t), default=None)
@@ -116,7 +116,7 @@ class _Scope:
         return self.kept >= KEPT and bool(self.turns) and self.turns[0][0] > t - TOLERANCE
 
     def last_turn_before(self, t: float) -> str | None:
-        i = bisect.bisect_right([x[0] for x in self.turns], t)
+        i = bisect.bisect_right(self.turns, t, key=lambda x: x[0])
         return self.turns[i - 1][1] if i else None
 
 
@@ -151,7 +151,8 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
     def when(r) -> float | None:
         return _instant(r[5]) if str(r[3] or "").upper() in ("UPDATE", "DELETE") and r[5] else _instant(r[4])
 
-    order = sorted(range(len(rows)), key=lambda i: (when(rows[i]) is None, when(rows[i]) or 0.0, i))
+    times = [when(r) for r in rows]
+    order = sorted(range(len(rows)), key=lambda i: (times[i] is None, times[i] or 0.0, i))
     chain_scope: dict[str, str | None] = {}
     versions: dict[str, list[dict[str, Any]]] = {}
 
@@ -190,15 +191,19 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
         if isinstance(role, str) and role.strip():
             unlinked("infer_false")  # only add(infer=False) stamps the message's role on a memory
             continue
-        t = when(rows[i])
+        t = times[i]
         if t is None:
             unlinked("no_time")
             continue
-        if mid not in chain_scope:
-            chain_scope[mid] = pins.get(mid) or (_infer_scope(by_scope, t) if ev == "ADD" else None)
-        scope = chain_scope[mid]
+        why = "scope_unknown"  # an UPDATE whose memory id has no placed ADD before it
+        if mid in pins:
+            chain_scope[mid] = pins[mid]
+        elif ev == "ADD" and chain_scope.get(mid) is None:
+            placed, why = _place(by_scope, t)
+            chain_scope.setdefault(mid, placed)
+        scope = chain_scope.get(mid)
         if scope is None:
-            unlinked(_why_not(by_scope, t) if ev == "ADD" else "scope_unknown")
+            unlinked(why)
             continue
         sc = by_scope.get(scope)
         call = sc.near(t) if sc else None
@@ -255,7 +260,7 @@ def _messages(f: str, msgs: list[tuple], res: ImportResult, stats: dict[str, Any
         t = _instant(created)
         timed.append((t is None, t or 0.0, i, scope, role, content, name, created))
     timed.sort()
-    for _, t, i, scope, role, content, name, created in timed:
+    for untimed, t, i, scope, role, content, name, created in timed:
         conv = str(scope or "default")
         sc = by_scope.setdefault(conv, _Scope())
         sc.kept += 1
@@ -265,37 +270,28 @@ def _messages(f: str, msgs: list[tuple], res: ImportResult, stats: dict[str, Any
         if not isinstance(content, str) or not content.strip():
             res.problems.append(Problem(f, None, f"messages[{i}].content", "empty_text", "message has no text"))
             continue
-        n = len(sc.turns)
+        n = sc.n_turns
+        sc.n_turns += 1
         tid = f"m{n + 1}"
         res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
                           "speaker": str(name or role or ""), "text": content, "time": text_or_none(created)})
-        if created is None or _instant(created) is None:
+        if untimed:
             continue
         sc.turns.append((t, tid))
         if sc.calls and sc.calls[-1][0] == t:
             sc.calls[-1][1].append(tid)
         else:
             sc.calls.append((t, [tid]))
-            sc.times.append(t)
     return by_scope
 
 
-def _possible(by_scope: dict[str, _Scope], t: float) -> list[str]:
-    """Scopes an event at `t` may belong to: a call saved within the tolerance, or one evicted."""
-    return sorted(s for s, sc in by_scope.items() if sc.near(t) is not None or sc.may_have_lost(t))
-
-
-def _why_not(by_scope: dict[str, _Scope], t: float) -> str:
-    possible = _possible(by_scope, t)
+def _place(by_scope: dict[str, _Scope], t: float) -> tuple[str | None, str]:
+    """The one scope an event at `t` can belong to, or None and why not. Possible scopes: those
+    that saved a call within the tolerance, and those that may have lost one there to eviction."""
+    near = {s for s, sc in by_scope.items() if sc.near(t) is not None}
+    possible = near | {s for s, sc in by_scope.items() if sc.may_have_lost(t)}
+    if len(possible) == 1 and near:
+        return next(iter(near)), ""
     if not possible:
-        return "no_call"
-    if all(by_scope[s].near(t) is None for s in possible):
-        return "messages_evicted"
-    return "ambiguous_scope"
-
-
-def _infer_scope(by_scope: dict[str, _Scope], t: float) -> str | None:
-    possible = _possible(by_scope, t)
-    if len(possible) == 1 and by_scope[possible[0]].near(t) is not None:
-        return possible[0]
-    return None
+        return None, "no_call"
+    return None, "ambiguous_scope" if near else "messages_evicted"
