@@ -208,7 +208,7 @@ def _passages_table(title: str, passages: tuple[Any, ...]) -> Table:
     t.add_column("time", no_wrap=True)
     t.add_column("text", ratio=1)
     for p in passages:
-        text = timeref.annotate(p.text, p.time) if p.time else p.text  # as the evidence block shows it
+        text = timeref.annotate(p.text, p.time)  # as the evidence block shows it
         t.add_row(escape(p.turn_id), escape(p.speaker), escape(p.time or ""), escape(text))
     return t
 

@@ -100,7 +100,7 @@ def passage_dict(t: Turn) -> dict[str, Any]:
     against the turn's time (timeref), as the evidence block shows them."""
     d = {"turn_id": t.turn_id, "order": t.order, "speaker": t.speaker, "text": t.text,
          "time": t.time, "session": t.session}
-    refs = timeref.resolve(" ".join(t.text.split()), t.time) if t.time else ()
+    refs = timeref.resolve(" ".join(t.text.split()), t.time)
     if refs:
         d["time_refs"] = [r.as_dict() for r in refs]
     return d

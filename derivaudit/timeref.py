@@ -70,6 +70,13 @@ def anchor(when: str | None) -> datetime | None:
     return d.astimezone(UTC).replace(tzinfo=None) if d.tzinfo else d
 
 
+@lru_cache(maxsize=256)
+def _relative_parser(base: datetime):
+    """One dateparser parser per turn time (a conversation's session times repeat)."""
+    return _parser_cls()(languages=["en"], settings={"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past",
+                                                     "RETURN_TIME_AS_PERIOD": True})
+
+
 def _shown(d: datetime, period: str) -> str:
     day = f"{d.day} {MONTHS[d.month - 1]} {d.year}"
     if period == "year":
@@ -84,13 +91,13 @@ def _shown(d: datetime, period: str) -> str:
 @lru_cache(maxsize=65536)
 def _scan(text: str, when: str | None) -> tuple[tuple[int, Resolved], ...]:
     """(end offset, resolution) of every relative time expression in `text` that resolves against `when`."""
-    base = anchor(when)
-    if base is None or not text:
+    found = list(PATTERN.finditer(text)) if text else []
+    base = anchor(when) if found else None  # most passages name no relative time: no parsing at all
+    if base is None:
         return ()
-    parser = _parser_cls()(languages=["en"], settings={"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past",
-                                                       "RETURN_TIME_AS_PERIOD": True})
+    parser = _relative_parser(base)
     out = []
-    for m in PATTERN.finditer(text):
+    for m in found:
         data = parser.get_date_data(m.group(0))
         if data.date_obj is None:
             continue

@@ -90,7 +90,7 @@ def passage_line(i: int, p: Turn | dict[str, Any]) -> str:
     speaker = get("speaker") or ""
     head = f"[{i}]" + (f" ({when})" if when else "") + (f" {speaker}:" if speaker else "")
     text = " ".join(str(get("text")).split())
-    return f"{head} {timeref.annotate(text, when) if when else text}"
+    return f"{head} {timeref.annotate(text, when)}"
 
 
 def evidence_block(record: str, passages: Sequence[Turn | dict[str, Any]]) -> str:
