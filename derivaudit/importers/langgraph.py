@@ -111,6 +111,11 @@ def convert(path: str | Path) -> ImportResult:
     stats: dict[str, Any] = {"items": len(data["items"]), "threads": len(timeline), "unlinked": 0,
                              "updated_items": 0}
     reasons: dict[str, int] = {}
+
+    def unlinked(reason: str) -> None:
+        stats["unlinked"] += 1
+        reasons[reason] = reasons.get(reason, 0) + 1
+
     for i, it in enumerate(data["items"]):
         where = f"items[{i}]"
         if not isinstance(it, dict) or not isinstance(it.get("key"), str):
@@ -124,8 +129,7 @@ def convert(path: str | Path) -> ImportResult:
         when = _instant(stamp)
         ns = [str(x) for x in it.get("namespace") or []]
         if when is None:
-            reasons["no_time"] = reasons.get("no_time", 0) + 1
-            stats["unlinked"] += 1
+            unlinked("no_time")
             continue
         # SqliteStore stamps to the second: such an item was written somewhere in [when, when + 1), and
         # a message of that second may come before it. A store item is put from a node, after the
@@ -133,18 +137,16 @@ def convert(path: str | Path) -> ImportResult:
         # a message in that second cannot be told apart.
         tie = 1.0 if _whole_second(stamp) else 0.0
         named = [c for c in ns if c in timeline]
-        latest = sorted(((before[-1][0], conv) for conv in (named or list(timeline))
-                         if (before := _before(timeline[conv], when, tie))), reverse=True)
+        seen = {conv: before for conv in (named or list(timeline)) if (before := _before(timeline[conv], when, tie))}
+        latest = sorted(((before[-1][0], conv) for conv, before in seen.items()), reverse=True)
         if not latest:
-            reasons["before_every_message"] = reasons.get("before_every_message", 0) + 1
-            stats["unlinked"] += 1
+            unlinked("before_every_message")
             continue
         if tie and len(latest) > 1 and latest[1][0] >= when:
-            reasons["same_second_threads"] = reasons.get("same_second_threads", 0) + 1
-            stats["unlinked"] += 1
+            unlinked("same_second_threads")
             continue
         conv = latest[0][1]
-        before = _before(timeline[conv], when, tie)
+        before = seen[conv]
         if tie and before[-1][0] >= when:
             stats["same_second_ties"] = stats.get("same_second_ties", 0) + 1
         humans = [x[1] for x in before if x[2] == "user"]
