@@ -23,7 +23,7 @@ from typing import Any
 
 from rank_bm25 import BM25Okapi
 
-from . import templates
+from . import slots, templates
 from .evidence import STOP_WORDS, tokenize
 from .models.base import Backend, Prompt, Score, Verdict
 from .records import Turn, Write
@@ -36,8 +36,10 @@ OBLIGATION_LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
 # E asks yes/no "do the passages show it is true?". R is a three-way choice (true / false / not said)
 # read as log p(false) - log p(true or not said): asked yes/no "...is false?", small models answer
 # whether the passages are relevant (SPEC, prototype), not whether they refute.
-QUESTIONS = {"e": "der_e", "r": "der_r3"}
-ADJUDICATE = {"e": "adjudicate_e", "r": "adjudicate_r3"}
+# S, the slot check: does the obligation's own passage give a *different* time, place, quantity or
+# person for the same event (slots.py)? A yes feeds R (see _slot_checks).
+QUESTIONS = {"e": "der_e", "r": "der_r3", "s": "der_s"}
+ADJUDICATE = {"e": "adjudicate_e", "r": "adjudicate_r3", "s": "adjudicate_s"}
 MEMORY_PRECEDENCE = ("contradicted", "unsupported", "ambiguous", "supported")
 
 _LINE = re.compile(
@@ -250,6 +252,8 @@ class Primitives:
     r_subset: list[int] = field(default_factory=list)
     scores: dict[str, float | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    s: bool | None = None  # the slot check; None where it was not asked (no slot, no passages, R yes)
+    s_subset: list[int] = field(default_factory=list)  # the passages it was asked over
 
     @property
     def answers(self) -> tuple[bool | None, bool | None, bool | None]:
@@ -261,6 +265,10 @@ class Primitives:
         e = yn(self.e) + (f" (passages {', '.join(map(str, self.e_subset))})" if self.e and self.e_subset else "")
         r = yn(self.r) + (f" (passages {', '.join(map(str, self.r_subset))})" if self.r and self.r_subset else "")
         return f"determinate: {yn(self.d)}; implied true: {e}; implied false: {r}"
+
+    def describe_s(self, slot: str) -> str:
+        """The slot-check part alone, as the adjudicator sees it."""
+        return f"different {slot}: {_yes_no(self.s)}"
 
     def describe_d(self) -> str:
         """The D part alone: the adjudicator's D question is asked from the record alone."""
@@ -317,6 +325,12 @@ class Item:
     def subset_shared(self, nums: Sequence[int]) -> str:
         """Only the named passages (renumbered), for rescoring a yes on its implying subset."""
         return passages_block([self.passages[n - 1] for n in nums])
+
+    @functools.cached_property
+    def slot(self) -> slots.Slot | None:
+        """The time, place, quantity or person the obligation asserts (None: no slot check)."""
+        names = {p.speaker for p in self.passages if p.speaker}
+        return slots.find(self.obligation.text, self.obligation.subtype, names)
 
 
 def passages_block(passages: Sequence[Turn | dict[str, Any]]) -> str:
@@ -471,13 +485,56 @@ def lexical_subset(item: Item, k: int) -> list[int]:
     """The `k` passages that share most words with the obligation (BM25 over the view's passages),
     a second candidate for "some subset implies it" when the annotator named the wrong one. Always
     a proper subset (at most all passages but one; none for a one-passage view)."""
-    k = min(k, len(item.passages) - 1)
-    if k < 1:
+    return closest(item, min(k, len(item.passages) - 1))
+
+
+def closest(item: Item, k: int) -> list[int]:
+    """The `k` passages of the view that share most words with the obligation (BM25; ties to the
+    earlier passage), as 1-based numbers in view order."""
+    if k < 1 or not item.passages:
         return []
     bm25 = BM25Okapi([tokenize(p.text) or ["\0"] for p in item.passages])
     scores = bm25.get_scores(tokenize(item.obligation.text))
     best = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
     return sorted(i + 1 for i in best)
+
+
+def _slot_passages(item: Item, p: Primitives) -> list[int]:
+    """The passages about the same event: the subset the annotator named and checked for E, else
+    the one passage closest in wording (issue 27)."""
+    return list(p.e_subset) if p.e and p.e_subset else closest(item, 1)
+
+
+def _slot_checks(jobs: Sequence[_Job], wanted: Callable[[int, str], bool], index: dict[int, int]) -> None:
+    """S for every job whose obligation asserts a slot and whose R is not already yes: the question
+    is asked over the same-event passages alone (so a yes is checked on its subset by
+    construction) and must clear the annotator's calibrated S threshold and beat null passages of
+    the same count. A yes feeds R (same subject and event, something else stated: seed 004's
+    refutation), with the passages as its subset and a note; the label rule is unchanged."""
+    todo = [job for job in jobs if job.item.slot is not None and job.item.passages and not job.prim.r
+            and wanted(index[id(job)], "s")]
+    if not todo:
+        return
+    chosen = [_slot_passages(job.item, job.prim) for job in todo]
+    scores = score_all([(job.backend, _prompt(job.item.subset_shared(nums), job.task("s")))
+                        for job, nums in zip(todo, chosen, strict=True)])
+    clear = [k for k, (job, sc) in enumerate(zip(todo, scores, strict=True))
+             if sc.ok and sc.logodds is not None and _clears(sc.logodds, job.thresholds.get("s", 0.0))]
+    nulls = score_all([(todo[k].backend, _prompt(passages_block(null_passages(len(chosen[k]))), todo[k].task("s")))
+                       for k in clear])
+    null_of = dict(zip(clear, nulls, strict=True))
+    for k, (job, nums, sc) in enumerate(zip(todo, chosen, scores, strict=True)):
+        p = job.prim
+        p.scores["s"] = sc.logodds
+        if k in null_of:
+            p.scores["s_null"] = null_of[k].logodds
+        p.s = _decide(job, "s", sc, null_of.get(k))
+        p.s_subset = nums
+        if p.s:
+            slot = job.item.slot
+            p.r, p.r_subset = True, list(nums)
+            p.notes.append(f"R: yes from the slot check: passages {nums} give a different {slot.name} "
+                           f"than {slot.value!r}")
 
 
 def _rescore_subsets(checks: Sequence[tuple[_Job, str, list[int]]], what: str = ""):
@@ -532,7 +589,7 @@ def _answers(items: Sequence[Item], askers: Sequence[Asker],
              and got[(j, k, which)].logodds is not None
              and _clears(got[(j, k, which)].logodds, askers[j][3].get(which, 0.0))]
     run(nulls, lambda j, k, which: _prompt(items[k].null_shared, askers[j][2](k, items[k], which[0])))
-    jobs = []
+    jobs, index = [], {}
     for j, (be, _, er_task, th) in enumerate(askers):
         for k, it in enumerate(items):
             p = prims[j][k]
@@ -543,13 +600,20 @@ def _answers(items: Sequence[Item], askers: Sequence[Asker],
                 if it.passages and wanted(k, which):
                     setattr(p, which, _decide(job, which, got[(j, k, which)], got.get((j, k, f"{which}_null"))))
             jobs.append(job)
+            index[id(job)] = k
     _check_subsets(jobs)
+    _slot_checks(jobs, wanted, index)
     return prims
 
 
 def question(which: str, variant: str) -> str:
-    """The prompt file of an annotator's E or R question (R is a three-way choice: see QUESTIONS)."""
+    """The prompt file of an annotator's E, R or S question (R is a three-way choice: see QUESTIONS)."""
     return f"{QUESTIONS[which]}_{variant}"
+
+
+def slot_fields(slot: slots.Slot | None) -> dict[str, str]:
+    """The S question's slot and value placeholders (none for E and R)."""
+    return {"slot": slot.name, "value": slot.value} if slot else {}
 
 
 def ask(name: str, **fields: str) -> Task:
@@ -562,7 +626,8 @@ def _asker(annotator: Annotator) -> Asker:
     return (
         annotator.backend,
         lambda k, it: ask(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
-        lambda k, it, which: ask(question(which, v), obligation=it.obligation.text),
+        lambda k, it, which: ask(question(which, v), obligation=it.obligation.text,
+                                 **(slot_fields(it.slot) if which == "s" else {})),
         annotator.thresholds,
     )
 
@@ -588,12 +653,20 @@ def adjudicate(items: Sequence[Item], a: Sequence[Primitives], b: Sequence[Primi
     def fields(k: int, it: Item, part: Callable[[Primitives], str] = Primitives.describe) -> dict[str, str]:
         return {"obligation": it.obligation.text, "first": part(shown[k][0]), "second": part(shown[k][1])}
 
+    # R in dispute is asked again with its slot check (an S yes of one annotator is an R yes)
     disputed = [frozenset(w for w in ("d", "e", "r") if getattr(a[k], w) != getattr(b[k], w))
-                for k in range(len(items))]
+                | ({"s"} if a[k].r != b[k].r else set()) for k in range(len(items))]
+
+    def er_task(k: int, it: Item, which: str) -> Task:
+        if which != "s":
+            return ask(ADJUDICATE[which], **fields(k, it))
+        slot = it.slot.name if it.slot else ""
+        return ask(ADJUDICATE["s"], **fields(k, it, lambda p: p.describe_s(slot)), **slot_fields(it.slot))
+
     out = _answers(items, [(
         adjudicator.backend,  # D stays evidence-blind: its question shows the D answers only
         lambda k, it: ask("adjudicate_d", record=it.write.text, **fields(k, it, Primitives.describe_d)),
-        lambda k, it, which: ask(ADJUDICATE[which], **fields(k, it)),
+        er_task,
         adjudicator.thresholds,
     )], asked=disputed)[0]
     for k, adj in enumerate(out):
@@ -635,6 +708,8 @@ def settle_agreed(adj: Primitives, a: Primitives, b: Primitives, asked: frozense
             continue
         if which != "d":
             setattr(adj, f"{which}_subset", list(getattr(a, f"{which}_subset")))
+        if which == "r":  # R agreed: the slot check behind it is A's
+            adj.s, adj.s_subset = a.s, list(a.s_subset)
 
 
 def annotate(items: Sequence[Item], a: Annotator, b: Annotator, adjudicator: Annotator) -> list[Annotation]:

@@ -9,7 +9,11 @@ at a threshold picked from items whose answer is known, built from the log itsel
   after the write point), over the same evidence;
 - R positives: the template negation of a passage statement ("It is not true that Caroline said:
   ..."), over evidence that contains the passage;
-- R negatives: the E positives and E negatives (shown true, or not addressed at all).
+- R negatives: the E positives and E negatives (shown true, or not addressed at all);
+- S positives (the slot check): a passage that states a time or a quantity, as a statement with
+  that value changed (slots.perturb: "three years" -> "five years"), over that passage alone;
+- S negatives: the same statement with the passage's own value, and a slot-bearing statement from
+  another conversation, over the same passage.
 The threshold is the lowest log-odds whose false-positive rate on the negatives is at most 0.10;
 its true-positive rate on the positives says whether the annotator can tell at all.
 """
@@ -23,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from . import slots
 from .models.base import Backend, Prompt
 from .records import MemoryLog, Turn
 from .replay import auc
@@ -69,10 +74,11 @@ def pick(pos: Sequence[float], neg: Sequence[float], target: float = TARGET_FPR)
 
 @dataclass(frozen=True)
 class Item:
-    kind: str  # "e" | "r"
+    kind: str  # "e" | "r" | "s"
     statement: str
     passages: tuple[Turn, ...]
     positive: bool
+    slot: slots.Slot | None = None  # S items: the value the statement asserts
 
 
 def said(t: Turn) -> str:
@@ -110,32 +116,65 @@ def build_items(log: MemoryLog, n: int = 24, window: int = 8, per_window: int = 
     return items[: 3 * n]
 
 
+def build_slot_items(log: MemoryLog, n: int = 24, seed: int = 0) -> list[Item]:
+    """Up to `n` S positives, each with two S negatives (its own value; another conversation's
+    statement), from passages that state a time or a quantity. Deterministic for a log and seed."""
+    rng = random.Random(seed)
+    convs = sorted(log.conversations)
+    bearing = {c: [(i, t, sl) for i, t in enumerate(log.conversations[c].turns) if len(t.text.split()) >= MIN_WORDS
+                   and (sl := slots.find(t.text, None, ())) is not None and sl.name in ("time", "quantity")]
+               for c in convs}
+    pool = [(c, i, t, sl) for c in convs for i, t, sl in bearing[c]]
+    rng.shuffle(pool)
+    items: list[Item] = []
+    for conv, i, t, sl in pool:
+        if len(items) >= 3 * n:
+            break
+        other = slots.perturb(sl)
+        # another event: another conversation's, or (one conversation) one from 16+ turns away
+        others = [x for c in convs if c != conv for x in bearing[c]] or [
+            x for x in bearing[conv] if abs(x[0] - i) >= 16]
+        if other is None or not others:
+            continue
+        _, q, qsl = rng.choice(others)
+        changed = said(t).replace(sl.value, other, 1)
+        items += [Item("s", changed, (t,), True, slots.Slot(sl.name, other)),
+                  Item("s", said(t), (t,), False, sl), Item("s", said(q), (t,), False, qsl)]
+    return items[: 3 * n]
+
+
 def items_key(items: Sequence[Item]) -> str:
     """Identifies an item set (for the calibration cache)."""
     h = hashlib.sha256()
     for it in items:
-        h.update(f"{it.kind}|{it.positive}|{it.statement}|{'|'.join(t.turn_id for t in it.passages)}\n".encode())
+        slot = f"|{it.slot.name}={it.slot.value}" if it.slot else ""
+        h.update(f"{it.kind}|{it.positive}|{it.statement}|{'|'.join(t.turn_id for t in it.passages)}{slot}\n"
+                 .encode())
     return h.hexdigest()[:16]
 
 
 def annotator_task(variant: str):
-    """An annotator's E/R question for a statement (its wording `variant`)."""
-    from .annotate import ask, question
+    """An annotator's E/R/S question for a statement (its wording `variant`)."""
+    from .annotate import ask, question, slot_fields
 
-    return lambda which, statement: ask(question(which, variant), obligation=statement)
+    return lambda which, statement, slot=None: ask(question(which, variant), obligation=statement,
+                                                   **slot_fields(slot))
 
 
 def adjudicator_task():
     """The adjudicator's E/R question as it meets it: after two assessments that disagree on that
     primitive (one yes, one no, in an order seeded by the statement)."""
-    from .annotate import ADJUDICATE, Primitives, ask
+    from .annotate import ADJUDICATE, Primitives, ask, slot_fields
 
-    def task(which: str, statement: str):
-        yes = Primitives(True, which == "e", which == "r").describe()
-        no = Primitives(True, False, False).describe()
+    def task(which: str, statement: str, slot: slots.Slot | None = None):
+        if which == "s":
+            yes, no = (Primitives(True, False, True, s=x).describe_s(slot.name) for x in (True, False))
+        else:
+            yes = Primitives(True, which == "e", which == "r").describe()
+            no = Primitives(True, False, False).describe()
         coin = random.Random(hashlib.sha256(statement.encode()).digest()).random() < 0.5
         first, second = (yes, no) if coin else (no, yes)
-        return ask(ADJUDICATE[which], obligation=statement, first=first, second=second)
+        return ask(ADJUDICATE[which], obligation=statement, first=first, second=second, **slot_fields(slot))
 
     return task
 
@@ -158,11 +197,12 @@ def calibrate_many(annotators: Sequence[tuple[Backend, str, Any]], log: MemoryLo
     items = build_items(log, n=n)
     e_items = [it for it in items if it.kind == "e"]
     r_pos = [it for it in items if it.kind == "r"]
+    s_items = build_slot_items(log, n=n)
 
     def prompts(backend: Backend, task: Any, its: Sequence[Item], which: str) -> list[tuple[Backend, Prompt]]:
         out = []
         for it in its:
-            question, verdict = task(which, it.statement)
+            question, verdict = task(which, it.statement, it.slot) if which == "s" else task(which, it.statement)
             out.append((backend, Prompt(passages_block(it.passages), question, verdict=verdict)))
         return out
 
@@ -170,24 +210,31 @@ def calibrate_many(annotators: Sequence[tuple[Backend, str, Any]], log: MemoryLo
     for backend, variant, task in annotators:
         task = task or annotator_task(variant)
         reqs += prompts(backend, task, e_items, "e") + prompts(backend, task, e_items, "r") + prompts(
-            backend, task, r_pos, "r")
-    per = 2 * len(e_items) + len(r_pos)
+            backend, task, r_pos, "r") + prompts(backend, task, s_items, "s")
+    per = 2 * len(e_items) + len(r_pos) + len(s_items)
     scores = score_all(reqs)
-    return [_pick_all([s.logodds for s in scores[k * per : (k + 1) * per]], items, e_items, target)
+    return [_pick_all([s.logodds for s in scores[k * per : (k + 1) * per]], items, e_items, s_items, target)
             for k in range(len(annotators))]
 
 
 def _pick_all(vals: Sequence[float | None], items: Sequence[Item], e_items: Sequence[Item],
-              target: float) -> dict[str, Any]:
+              s_items: Sequence[Item], target: float) -> dict[str, Any]:
+    s_vals = vals[len(vals) - len(s_items):]
+    vals = vals[: len(vals) - len(s_items)]
     e_scores, r_on_e, r_scores = vals[: len(e_items)], vals[len(e_items): 2 * len(e_items)], vals[2 * len(e_items):]
     e_pos = [v for v, it in zip(e_scores, e_items, strict=True) if it.positive and v is not None]
     e_neg = [v for v, it in zip(e_scores, e_items, strict=True) if not it.positive and v is not None]
     r_p = [v for v in r_scores if v is not None]
     r_n = [v for v in r_on_e if v is not None]
     th = {"e": pick(e_pos, e_neg, target), "r": pick(r_p, r_n, target)}
+    if s_items:  # a log with no time or count in its turns leaves S at argmax (health says so)
+        s_pos = [v for v, it in zip(s_vals, s_items, strict=True) if it.positive and v is not None]
+        s_neg = [v for v, it in zip(s_vals, s_items, strict=True) if not it.positive and v is not None]
+        th["s"] = pick(s_pos, s_neg, target)
     both = [(e, r) for e, r in zip(e_scores, r_on_e, strict=True) if e is not None and r is not None]
     yes_yes = (sum(e >= th["e"].value and r >= th["r"].value for e, r in both) / len(both)) if both else None
-    return {"thresholds": th, "items": len(items), "items_key": items_key(items), "scoring_errors":
+    return {"thresholds": th, "items": len(items), "slot_items": len(s_items),
+            "items_key": items_key([*items, *s_items]), "scoring_errors":
             sum(v is None for v in vals), "yes_yes": yes_yes, "e_r_correlation": _corr(both),
             "target_fpr": target}
 

@@ -3,8 +3,10 @@ words on the page, not from a language model, so a test can know what the right 
 
 Score: +4 when every content word of the statement (after "Statement:"/"Claim:"/"Obligation:")
 appears in the evidence block before it, else -4; the R question (a choice read for "false")
-gets +4 only when the evidence contains "never" next to the statement's first word. The
-subset answer is scripted per test (`subset_answer`)."""
+gets +4 only when the evidence contains "never" next to the statement's first word; the slot
+check ("Its quantity: five years") gets +4 when the evidence holds every other content word of the
+statement and a different value of that slot. The subset answer is scripted per test
+(`subset_answer`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from derivaudit import slots
 from derivaudit.models.base import Backend, Prompt, Score, Usage
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -46,6 +49,15 @@ class RuleBackend(Backend):
             false_q = p.verdict[0] != ("yes",)  # the three-way R question, read for "false"
             if not p.shared:  # D: determinate
                 out.append(Score(4.0, -0.1, -4.1))
+                continue
+            slot = re.search(r"^(?:Its|The) (time|place|quantity|person)(?: it states)?: (.*)$", p.task, re.M)
+            if slot:
+                name, value = slot.groups()
+                passages = re.sub(r"^\[\d+\]", "", p.shared.split("\n", 1)[-1], flags=re.M)  # not the numbers
+                said = {v.lower() for v in slots.values(passages, name)}
+                rest = st - words(value)
+                hit = bool(rest) and rest <= evidence and bool(said - {value.lower()})
+                out.append(Score(4.0 if hit else -4.0, -0.1 if hit else -4.1, -4.1 if hit else -0.1))
                 continue
             hit = bool(st) and st <= evidence
             if false_q:

@@ -102,4 +102,7 @@ def test_calibrating_several_annotators_at_once_gives_each_its_own_thresholds(fi
              calibrate(RuleBackend(), "a", log, n=6, task=adjudicator_task())]
     assert together == alone
     n_items = alone[0]["items"]  # E positives, E negatives, R positives in equal numbers
-    assert len(be.seen) == 3 * (2 * (2 * n_items // 3) + n_items // 3)  # E and R on E items, R on R items
+    n_slot = alone[0]["slot_items"]  # S on S items (a changed value, its own value, another event's)
+    assert n_slot and n_slot % 3 == 0
+    # E and R on E items, R on R items, S on S items
+    assert len(be.seen) == 3 * (2 * (2 * n_items // 3) + n_items // 3 + n_slot)

@@ -116,3 +116,66 @@ def test_the_adjudicator_is_asked_only_the_primitives_in_dispute():
     assert not [p for p in be.seen if p.verdict != (("yes",), ("no",))]  # no three-way R question
     assert (adj.d, adj.e, adj.r) == (True, True, False) and adj.e_subset == [2]
     assert not any("agree" in n for n in adj.notes)  # nothing was overruled: the agreed ones were not asked
+
+
+# ------------------------------------------------------------- the slot check (issue 27)
+
+DOGS = [Turn("c", "d1", 0, "Audrey", "I have had my dogs for three years now."),
+        Turn("c", "d2", 1, "Andrew", "Nice weather for a walk today.")]
+
+
+def _slot_run(text: str, subset_answer: str = "1", thresholds=None, kind=("qualifier", "quantity")):
+    be = RuleBackend(subset_answer)
+    w = Write("w", "c", text, ("d1",), "d2")
+    it = Item(Obligation("w#o1", "w", kind[0], kind[1], text), w, "expanded", DOGS)
+    a, b = (Annotator(r, be, v, dict(thresholds or {})) for r, v in (("A", "a"), ("B", "b")))
+    (x,) = annotate([it], a, b, Annotator("adjudicator", be, "a"))
+    return x, be
+
+
+def test_a_different_value_in_the_same_event_is_a_contradiction():
+    x, be = _slot_run("Audrey has had her dogs for five years.")
+    f = x.final
+    assert f.e is False and f.s is True and f.r is True and x.label == "contradicted"
+    assert f.s_subset == [1] and f.r_subset == [1]  # the closest passage, alone
+    assert any("different quantity than 'five years'" in n for n in f.notes)
+    asked = [p for p in be.seen if "Its quantity: five years" in p.task]
+    assert asked and all("three years" in p.shared and "walk" not in p.shared for p in asked if "Audrey" in p.shared)
+    assert f.scores["s"] > f.scores["s_null"]  # it beat null evidence of the same length
+
+
+def test_the_same_value_is_no_contradiction_and_is_asked_on_the_e_subset():
+    x, be = _slot_run("Audrey has had her dogs for three years.")
+    f = x.final
+    assert f.e is True and f.s is False and f.r is False and x.label == "supported"
+    assert f.s_subset == f.e_subset == [1]
+
+
+def test_no_slot_no_check_and_a_threshold_above_every_score_says_no():
+    x, be = _slot_run("Audrey has dogs.", kind=("fact", None))
+    assert x.final.s is None and not any("Its " in p.task for p in be.seen)
+    x, _ = _slot_run("Audrey has had her dogs for five years.", thresholds={"s": 5.0})
+    assert x.final.s is False and x.label == "insufficient"
+
+
+def test_a_mistyped_qualifier_is_checked_by_what_it_says():
+    x, _ = _slot_run("Audrey has had her dogs for five years.", kind=("qualifier", "modality"))
+    assert x.final.s is True and x.label == "contradicted"
+
+
+def test_the_adjudicator_settles_a_disputed_slot_check_blinded():
+    """A's S yes and B's S no put R in dispute: the adjudicator sees 'different quantity: yes/no'
+    and answers S itself over the same passage."""
+    from derivaudit.annotate import adjudicate, primitives
+
+    be = RuleBackend("1")
+    w = Write("w", "c", "Audrey has had her dogs for five years.", ("d1",), "d2")
+    it = Item(Obligation("w#o1", "w", "qualifier", "quantity", w.text), w, "expanded", DOGS)
+    pa = primitives([it], Annotator("A", be, "a"))[0]
+    pb = primitives([it], Annotator("B", be, "b", {"s": 5.0}))[0]
+    assert pa.r and not pb.r
+    (adj,) = adjudicate([it], [pa], [pb], Annotator("adjudicator", be, "a"))
+    asked = [p for p in be.seen if "Two independent assessments" in p.task and "quantity" in p.task]
+    assert asked and all("different quantity: yes" in p.task and "different quantity: no" in p.task for p in asked)
+    assert "Audrey" not in asked[0].task.split("Assessment 1")[1].split("They disagree")[0]
+    assert adj.s is True and adj.r is True
