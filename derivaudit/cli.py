@@ -17,8 +17,9 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import orjson
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from . import __version__, timeref
 from .evidence import EvidenceSettings, Views, build_views
@@ -112,9 +113,21 @@ def _load(files: list[Path], history: list[Path] | None, skip_invalid: bool) -> 
     return log
 
 
+class RateColumn(ProgressColumn):
+    """Items per minute since the stage's first report (whose count, a resumed run's finished
+    writes or work done before the clock started, is left out): a user sees a scan slow down when
+    other work takes the cores."""
+
+    def render(self, task: Any) -> Text:
+        done = task.completed - task.fields.get("resumed", 0)
+        if not task.elapsed or done <= 0 or task.finished and task.total == task.fields.get("resumed"):
+            return Text("")
+        return Text(f"{60 * done / task.elapsed:.1f}/min", style="progress.data.speed")
+
+
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err, transient=False, disable=not err.is_terminal)
+                    RateColumn(), console=err, transient=False, disable=not err.is_terminal)
 
 
 def _stage_progress(bar: Progress) -> Callable[[str, int, int], None]:
@@ -123,7 +136,8 @@ def _stage_progress(bar: Progress) -> Callable[[str, int, int], None]:
 
     def progress(stage: str, advance: int, total: int) -> None:
         if stage not in tasks:
-            tasks[stage] = bar.add_task(stage, total=total)
+            tasks[stage] = bar.add_task(stage, total=total, completed=advance, resumed=advance)
+            return
         bar.advance(tasks[stage], advance)
 
     return progress
@@ -415,6 +429,9 @@ ModelOpt = Annotated[str, typer.Option("--model", envvar="DERIVAUDIT_MODEL", hel
 DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="transformers/vllm weights: auto (bfloat16 on GPUs and "
                                               "CPUs with native bfloat16, else float32), float32, bfloat16, "
                                               "float16.")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", envvar="DERIVAUDIT_THREADS", min=1, help="llamacpp/"
+                                              "transformers: CPU threads (default: one per core that is not "
+                                              "busy when the model loads; see the README).")]
 BaseUrlOpt = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible server URL, e.g. "
                                                       "http://gpu1:8000/v1 (repeat for a fleet).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
@@ -432,12 +449,13 @@ def _bad(msg: str) -> NoReturn:
 
 
 def _roles(backend: str, model: str, base_url: list[str] | None, top_logprobs: int | None,
-           model_role: list[str] | None, allowed: tuple[str, ...], dtype: str | None = None) -> Any:
+           model_role: list[str] | None, allowed: tuple[str, ...], dtype: str | None = None,
+           threads: int | None = None) -> Any:
     """The shared model options as library ModelRoles (usage errors exit 2)."""
     from .models import BackendError, ModelRoles, ModelSpec
 
     try:
-        return ModelRoles.parse(ModelSpec(backend, model, tuple(base_url or ()), top_logprobs, dtype),
+        return ModelRoles.parse(ModelSpec(backend, model, tuple(base_url or ()), top_logprobs, dtype, threads),
                                 model_role or [], allowed)
     except BackendError as e:
         _bad(str(e))
@@ -480,6 +498,7 @@ def check(
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
     dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
     model_role: ModelRoleOpt = None,
     no_cache: NoCacheOpt = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
@@ -494,7 +513,7 @@ def check(
     if not record.strip():
         _bad("--record is empty")
     passages = read_passages(evidence)
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
     with _pool(not no_cache) as pool, _backend_errors():
         v = admit(record, passages, view=view, verifier=pool.get(roles.spec("verifier")), split=split.value)
     score = v["verdict"]
@@ -621,6 +640,7 @@ def scan(
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
     dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
     model_role: ModelRoleOpt = None,
     limit_floor: Annotated[float, typer.Option(help="Search-limited floor (share of the top BM25 score).",
                                                min=0.0, max=1.0)] = 0.5,
@@ -638,7 +658,8 @@ def scan(
     if until not in UNTIL:
         _bad(f"--until must be views, obligations, primitives or labels, not {until!r}")
     cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit, conversations=conversation,
-                     until=until, models=_roles(backend, model, base_url, top_logprobs, model_role, SCAN_ROLES, dtype),
+                     until=until,
+                     models=_roles(backend, model, base_url, top_logprobs, model_role, SCAN_ROLES, dtype, threads),
                      files=[str(f.resolve()) for f in files], history=[str(h.resolve()) for h in history or []],
                      use_cache=not no_cache, skip_invalid=skip_invalid, allow_empty=allow_empty)
     _run_scan(cfg, run, format)
@@ -760,6 +781,7 @@ def replay(
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
     dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
     model_role: ModelRoleOpt = None,
     no_cache: NoCacheOpt = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
@@ -770,7 +792,7 @@ def replay(
     from .replay import replay as run_replay
     from .report.table import print_replay
 
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
     try:
         settings = parse_settings(view, evidence, setting)
         levels = parse_noise(noise)
@@ -818,6 +840,7 @@ def drift(
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
     dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
     model_role: ModelRoleOpt = None,
     no_cache: NoCacheOpt = False,
     skip_invalid: SkipInvalid = False,
@@ -833,7 +856,7 @@ def drift(
     if method not in METHODS:
         _bad(f"--method must be {' or '.join(METHODS)}, not {method!r}")
     log = _load(files, history or [], skip_invalid)
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
     with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
         report = run_drift(log, pool.get(roles.spec("verifier")), against=against, method=method,
                            threshold=threshold, progress=_stage_progress(bar))
@@ -917,6 +940,7 @@ def families_run(
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
     dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
     model_role: ModelRoleOpt = None,
     no_cache: NoCacheOpt = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
@@ -930,7 +954,7 @@ def families_run(
     unknown = [v for v in views if v not in VIEWS]
     if unknown or not views:
         _bad(f"unknown view(s) {', '.join(unknown) or '(none)'} (known: {', '.join(VIEWS)})")
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
     try:
         with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
             report = run(built, pool.get(roles.spec("verifier")), views, threshold=threshold,
@@ -959,6 +983,7 @@ def probe(
     base_url: BaseUrlOpt = None,
     top_logprobs: TopLogprobsOpt = None,
     dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
     model_role: ModelRoleOpt = None,
     no_cache: NoCacheOpt = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
@@ -967,7 +992,7 @@ def probe(
     from .probe import ProbeError, run
     from .report.table import print_probe
 
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype)
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
     try:
         with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
             report = run(probes, pool.get(roles.spec("verifier")), runs=runs, progress=_stage_progress(bar))

@@ -278,3 +278,24 @@ def test_read_path_html_escapes_ids_once(fixtures, tmp_path):
     assert r.exit_code == 0, r.output
     page = out.read_text()
     assert "keto&amp;&lt;b&gt;" in page and "&amp;amp;" not in page and "<b>" not in page
+
+
+def test_the_progress_line_shows_items_per_minute_without_the_resumed_ones():
+    """A resumed scan's first report (writes already done) is not work of this run: the rate counts
+    only what came after it."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from derivaudit.cli import RateColumn, _stage_progress
+
+    buf = io.StringIO()
+    bar = Progress(RateColumn(), console=Console(file=buf, force_terminal=True, width=80), auto_refresh=False)
+    report = _stage_progress(bar)
+    report("primitives", 50, 100)  # resumed: 50 written by an earlier run
+    task = bar.tasks[0]
+    assert RateColumn().render(task).plain == ""  # nothing done by this run yet
+    task.start_time -= 30  # 30 s later, 3 more writes
+    report("primitives", 3, 100)
+    assert RateColumn().render(bar.tasks[0]).plain == "6.0/min"

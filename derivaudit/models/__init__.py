@@ -68,6 +68,7 @@ class ModelSpec:
     base_urls: tuple[str, ...] = ()
     top_logprobs: int | None = None
     dtype: str | None = None  # transformers / vllm weights; llama.cpp runs the GGUF's own quantization
+    threads: int | None = None  # llamacpp / transformers CPU threads (None: the backend's default)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -76,11 +77,18 @@ class ModelSpec:
             raise BackendError("--base-url is only for --backend openai")
         if self.dtype and self.backend not in ("transformers", "vllm"):
             raise BackendError(f"--dtype is for the transformers and vllm backends, not {self.backend}")
+        if self.threads is not None and self.backend not in ("llamacpp", "transformers"):
+            raise BackendError(f"--threads is for the llamacpp and transformers backends, not {self.backend}")
+        if self.threads is not None and self.threads < 1:
+            raise BackendError(f"--threads must be at least 1, got {self.threads}")
 
     def options(self) -> dict[str, Any]:
         if self.backend == "openai":
             return {"base_urls": list(self.base_urls or (DEFAULT_BASE_URL,)), "top_logprobs": self.top_logprobs}
-        return {"dtype": self.dtype} if self.dtype else {}
+        opts: dict[str, Any] = {"dtype": self.dtype} if self.dtype else {}
+        if self.threads:
+            opts["n_threads"] = self.threads
+        return opts
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -90,7 +98,7 @@ class ModelSpec:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelSpec:
         return cls(d.get("backend") or default_backend(), d.get("model") or default_model(),
-                   tuple(d.get("base_urls") or ()), d.get("top_logprobs"), d.get("dtype"))
+                   tuple(d.get("base_urls") or ()), d.get("top_logprobs"), d.get("dtype"), d.get("threads"))
 
     def __str__(self) -> str:
         return f"{self.backend}:{self.model}"
@@ -113,7 +121,8 @@ def parse_role(text: str, default: ModelSpec, roles: tuple[str, ...] = ROLES) ->
     keep = default.backend == backend == "openai"
     return role, ModelSpec(backend, model, default.base_urls if keep else (),
                            default.top_logprobs if backend == "openai" else None,
-                           default.dtype if backend == default.backend else None)
+                           default.dtype if backend == default.backend else None,
+                           default.threads if backend in ("llamacpp", "transformers") else None)
 
 
 @dataclass

@@ -103,6 +103,7 @@ class TransformersBackend(Backend):
         prefix_reuse: bool = True,
         prefix_cache_size: int = 8,
         seed: int = 0,
+        n_threads: int | None = None,
     ):
         super().__init__()
         try:
@@ -111,6 +112,8 @@ class TransformersBackend(Backend):
         except ImportError as e:  # pragma: no cover - both are dependencies
             raise BackendError(f"the transformers backend needs torch and transformers: {e}") from e
         self.torch = torch
+        if n_threads:
+            torch.set_num_threads(n_threads)
         torch.manual_seed(seed)
         self.batch_size = batch_size
         self.prefix_reuse = prefix_reuse
