@@ -33,6 +33,7 @@ from .base import (
     score_from_top,
     word_variants,
 )
+from .cores import FreeCores
 
 
 def _sha(text: str) -> str:
@@ -69,7 +70,10 @@ class LlamaCppBackend(Backend):
         path, label = resolve_gguf(model)
         self.path = path
         self.n_ctx, self.n_batch, self.seed = n_ctx, n_batch, seed
-        self.n_threads = n_threads or int(os.environ.get("DERIVAUDIT_THREADS", 0)) or (os.cpu_count() or 1)
+        fixed = n_threads or int(os.environ.get("DERIVAUDIT_THREADS", 0))
+        self.n_threads = fixed or (os.cpu_count() or 1)
+        self.cores = None if fixed else FreeCores(self.n_threads)  # default: one thread per free core
+        self._threads_now = self.n_threads
         self._llama_cpp = llama_cpp
         self._llm: Any = None
         self._states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
@@ -198,6 +202,9 @@ class LlamaCppBackend(Backend):
         if self.llm.n_tokens + len(tokens) > self.n_ctx:
             raise BackendError(f"prompt of {self.llm.n_tokens + len(tokens)} tokens exceeds the context of "
                                f"{self.n_ctx} (pass a larger n_ctx)")
+        if self.cores is not None and (n := self.cores.threads()) != self._threads_now:
+            self._llama_cpp.llama_cpp.llama_set_n_threads(self.llm.ctx, n, n)
+            self._threads_now = n
         self.llm.eval(tokens)
         self.usage.computed_tokens += len(tokens)
         self.usage.calls += 1
