@@ -41,6 +41,28 @@ def test_scores_follow_the_rule_and_reuse_the_prefix(smol):
         assert a.logodds == pytest.approx(b.logodds, abs=1e-3)
 
 
+def test_a_change_of_thread_count_mid_run_leaves_the_scores(smol):
+    """The default follows the free cores and may switch threads between evaluations; a fixed
+    --threads never switches. Scores do not depend on either."""
+    prompts = [Prompt(EVIDENCE, t) for t in TASKS]
+    fixed = load_backend("llamacpp", "smollm2", cache=False, n_threads=1)
+    assert fixed.cores is None and smol.cores is not None
+
+    class Alternating:
+        n = 0
+
+        def threads(self):
+            self.n += 1
+            return 1 + self.n % 2
+
+    switching = load_backend("llamacpp", "smollm2", cache=False)
+    switching.cores = Alternating()
+    one, both = fixed.score(prompts), switching.score(prompts)
+    assert switching.cores.n >= 3  # it switched on every evaluation
+    for a, b in zip(one, both, strict=True):
+        assert a.logodds == pytest.approx(b.logodds, abs=1e-3)
+
+
 def test_agrees_with_the_transformers_backend(smol):
     prompts = [Prompt(EVIDENCE, t) for t in TASKS]
     ref = load_backend("transformers", "smollm2", cache=False).score(prompts)

@@ -78,6 +78,19 @@ def test_spec_checks_backend_and_base_url():
     assert ModelSpec("openai", "m").options()["base_urls"] == ["http://127.0.0.1:8000/v1"]
 
 
+def test_threads_are_for_the_cpu_backends_and_carry_to_roles():
+    from derivaudit.models import ModelSpec, parse_role
+
+    with pytest.raises(BackendError, match="--threads is for the llamacpp and transformers"):
+        ModelSpec("openai", "m", threads=2)
+    with pytest.raises(BackendError, match="at least 1"):
+        ModelSpec("llamacpp", "m", threads=0)
+    spec = ModelSpec("llamacpp", "m", threads=1)
+    assert spec.options() == {"n_threads": 1} and ModelSpec.from_dict(spec.to_dict()) == spec
+    assert parse_role("annotator_b=other.gguf", spec)[1].threads == 1
+    assert parse_role("annotator_b=openai:big", spec)[1].threads is None
+
+
 # ---------------------------------------------------------------- the real model
 
 @pytest.fixture(scope="module")
