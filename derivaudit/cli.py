@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from enum import StrEnum
@@ -23,7 +25,7 @@ from rich.text import Text
 
 from . import __version__, timeref
 from .evidence import EvidenceSettings, Views, build_views
-from .io import LogError, atomic_writer, load_log
+from .io import LogError, OutputError, atomic_writer, check_output, load_log
 from .models import DEFAULT_BACKEND, DEFAULT_MODEL
 from .records import MemoryLog, Problem
 from .runs import RunError
@@ -68,7 +70,15 @@ def handles_bad_input(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            _check_outputs(fn.__name__, kwargs)
             return fn(*args, **kwargs)
+        except OutputError as e:
+            _bad(str(e))
+        except sqlite3.OperationalError as e:  # the spill or cache database: a full $TMPDIR, a read-only home
+            _bad(f"database error: {e} (is $TMPDIR or $DERIVAUDIT_HOME full or read-only?)")
+        except OSError as e:
+            where = f"{e.filename}: " if e.filename else ""
+            _bad(f"{where}{e.strerror or e}")
         except LogError as e:
             _print_problems(e.problems)
             hint = ("Nothing to audit in that source." if all(p.code == "no_writes" for p in e.problems)
@@ -79,6 +89,29 @@ def handles_bad_input(fn: F) -> F:
             _bad(str(e))
 
     return wrapper  # type: ignore[return-value]
+
+
+FILE_OUTPUTS = ("output", "html")  # the options that name an output file (-o, --html)
+FOLDER_OUTPUTS = {"families_build"}  # commands whose -o is a folder (checked by the command)
+
+
+def _check_outputs(command: str, kwargs: dict[str, Any]) -> None:
+    """Before any work: every output file can be written and is none of the inputs (the paths
+    given to the command's other options and arguments)."""
+    if command in FOLDER_OUTPUTS:
+        return
+    inputs: list[Path] = []
+    for k, v in kwargs.items():
+        if k in FILE_OUTPUTS:
+            continue
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, Path):
+                inputs.append(x)
+    outs = [kwargs[k] for k in FILE_OUTPUTS if isinstance(kwargs.get(k), Path)]
+    for o in outs:
+        check_output(o, inputs)
+    if len(outs) == 2 and os.path.realpath(outs[0]) == os.path.realpath(outs[1]):
+        raise OutputError(f"{outs[1]}: -o and --html name the same file")
 
 
 def _records(problems: list[Problem]) -> int:
