@@ -188,6 +188,26 @@ def main(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """derivaudit: evidence scope, compositional validity and admission reliability of memory writes."""
+    _exit_cleanly_on_signals()
+
+
+def _exit_cleanly_on_signals() -> None:
+    """SIGTERM and SIGHUP (`timeout`, a closed terminal, a CI runner stopping a job) end the command
+    as Ctrl-C does: every temp file and spill folder is removed on the way out (exit 128 + signal)."""
+    import signal
+
+    def stop(signum: int, _frame: Any) -> None:
+        err.print(f"[yellow]stopped by signal {signal.Signals(signum).name}[/yellow]; partial work is "
+                  "kept only where it resumes (run folders)")
+        raise SystemExit(128 + signum)
+
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                signal.signal(sig, stop)
+            except ValueError:  # not the main thread (an embedding application): leave its handlers
+                return
 
 
 Files = Annotated[list[Path], typer.Argument(help="Memory log JSONL file(s) (schema v1).", show_default=False)]

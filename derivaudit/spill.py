@@ -10,9 +10,12 @@ write (id, parent, position; no text), whatever the file size.
 
 from __future__ import annotations
 
+import os
 import pickle
+import shutil
 import sqlite3
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import fields
 from operator import attrgetter
@@ -49,12 +52,52 @@ def _unpack(kind: type[T], blob: bytes) -> T:
     return kind(*vals, source=Source(file, line) if file is not None else None)  # type: ignore[call-arg]
 
 
+PREFIX = "derivaudit-log-"
+STALE_S = 24 * 3600  # a spill folder without a process id (older versions) is stale after a day
+
+
+def remove_stale(folder: str | None = None) -> list[str]:
+    """Delete the spill folders of processes that are gone (killed before they could clean up);
+    returns their names. A folder's name carries its process id; one that does not is removed
+    when older than STALE_S."""
+    root = Path(folder or tempfile.gettempdir())
+    gone = []
+    try:
+        entries = list(root.glob(f"{PREFIX}*"))
+    except OSError:
+        return gone
+    for d in entries:
+        pid_text = d.name[len(PREFIX):].split("-", 1)[0]
+        try:
+            if pid_text.isdigit():
+                if _alive(int(pid_text)):
+                    continue
+            elif time.time() - d.stat().st_mtime < STALE_S:
+                continue
+            shutil.rmtree(d)
+            gone.append(d.name)
+        except OSError:
+            continue  # another user's, or already gone
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
 class SpilledLog:
     """The checked log. `problems` and `warnings` as `io.check_log` gives them; the accepted records
     are read back with `each`. Close it (or use `with`) to delete the temporary file."""
 
     def __init__(self, paths: Sequence[str | Path], *, keep_text: bool = True) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="derivaudit-log-")
+        remove_stale()
+        self._dir = tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-")
         self._db = sqlite3.connect(Path(self._dir.name) / "log.sqlite")
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=FILE"):
             self._db.execute(f"PRAGMA {pragma}")

@@ -127,7 +127,58 @@ def tiny_fs(tmp_path):
 def test_disk_full_leaves_the_old_file_and_no_temp_file(tiny_fs):
     out = tiny_fs / "report.json"
     out.write_text("previous report")
-    with pytest.raises(OutputError, match="report.json: cannot write: No space left on device"):
-        with atomic_writer(out) as fh:
-            fh.write(b"x" * 200_000)
+    with pytest.raises(OutputError, match="report.json: cannot write: No space left on device"), \
+            atomic_writer(out) as fh:
+        fh.write(b"x" * 200_000)
     assert out.read_text() == "previous report" and not _leftovers(tiny_fs)
+
+
+def _big_log(path: Path, turns: int = 40_000, writes: int = 400) -> None:
+    import orjson
+
+    with path.open("wb") as fh:
+        for i in range(turns):
+            text = f"on day {i} I walked the dog number {i % 97} again"
+            fh.write(orjson.dumps({"type": "turn", "conversation_id": "c", "turn_id": f"t{i}", "order": i,
+                                   "speaker": "A", "text": text}) + b"\n")
+        for j in range(writes):
+            fh.write(orjson.dumps({"type": "write", "write_id": f"w{j}", "conversation_id": "c",
+                                   "text": f"A walked dog {j % 97}", "citations": [f"t{j}"],
+                                   "last_seen_turn": f"t{turns - 1}"}) + b"\n")
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_terminated_command_leaves_no_debris(tmp_path, sig):
+    import signal
+    import sys
+    import time
+
+    log, out, tmp = tmp_path / "big.jsonl", tmp_path / "views.jsonl", tmp_path / "tmp"
+    tmp.mkdir()
+    _big_log(log)
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    p = subprocess.Popen([sys.executable, "-m", "derivaudit", "views", str(log), "-o", str(out)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while not list(tmp.glob("derivaudit-log-*")) and time.time() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    assert p.poll() is None, "finished before it could be stopped: make the log bigger"
+    time.sleep(0.3)
+    p.send_signal(getattr(signal, sig))
+    _, stderr = p.communicate(timeout=60)
+    assert p.returncode == 128 + getattr(signal, sig), stderr.decode()
+    assert b"Traceback" not in stderr and f"stopped by signal {sig}".encode() in stderr
+    assert not list(tmp.iterdir()) and not out.exists() and not _leftovers(tmp_path)
+
+
+def test_spill_folders_of_dead_processes_are_removed_at_the_next_start(tmp_path):
+    from derivaudit.spill import remove_stale
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / f"derivaudit-log-{dead.pid}-abc").mkdir()
+    (tmp_path / f"derivaudit-log-{os.getpid()}-live").mkdir()
+    (tmp_path / "derivaudit-log-oldstyle").mkdir()  # no process id, fresh: kept
+    assert remove_stale(str(tmp_path)) == [f"derivaudit-log-{dead.pid}-abc"]
+    left = {p.name for p in tmp_path.iterdir()}
+    assert left == {"derivaudit-log-oldstyle", f"derivaudit-log-{os.getpid()}-live"}
