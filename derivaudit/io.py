@@ -39,6 +39,28 @@ from .records import (
 SCHEMA_FILE = f"memory-log.v{SCHEMA_VERSION}.schema.json"
 MAX_DEPTH = 64  # nesting of arrays/objects in one line (a record is 2-3 deep; meta may nest more)
 MAX_ORDER = 2**53 - 1  # integers every JSON reader keeps exact
+# Input limits (README, "Limits"): a longer line, or a gzip stream that inflates past the size or
+# the ratio, is refused with exit 2 before it can fill memory or run for hours. Override with the
+# environment variables of the same names.
+MAX_LINE_BYTES = 64 * 2**20  # one record
+MAX_INFLATED_BYTES = 16 * 2**30  # what a .gz file may inflate to
+MAX_GZIP_RATIO = 200  # inflated / compressed; JSONL text compresses 5-20x, a bomb ~1000x
+GZIP_RATIO_FROM = 64 * 2**20  # the ratio is checked once this much has been inflated
+
+
+def limit(name: str) -> int:
+    """An input limit, from the environment variable `name` when set (a positive integer)."""
+    value = os.environ.get(name)
+    default = globals()[name]
+    if value is None:
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        raise LogError([Problem(name, None, None, "bad_limit", f"must be a positive integer, got {value!r}")]) from None
+    if n <= 0:
+        raise LogError([Problem(name, None, None, "bad_limit", f"must be a positive integer, got {value!r}")])
+    return n
 ID_FIELDS = ("conversation_id", "turn_id", "write_id", "last_seen_turn", "parent_id", "source_id", "read_id")
 _KEY_END = re.compile(rb'"[ \t\r\n]*:')  # every key ends so (string values may match too: an upper bound)
 _JSON_TYPES = {
@@ -207,11 +229,31 @@ def _open(path: Path) -> Iterator[IO[bytes]]:
 
 
 def _raw_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number, bytes without the line end, whether a newline ended it), streamed."""
+    """(line number, bytes without the line end, whether a newline ended it), streamed, within
+    the input limits (MAX_LINE_BYTES; for gzip, MAX_INFLATED_BYTES and MAX_GZIP_RATIO)."""
     f = str(path)
+    max_line, max_inflated, max_ratio = limit("MAX_LINE_BYTES"), limit("MAX_INFLATED_BYTES"), limit("MAX_GZIP_RATIO")
+    ratio_from = limit("GZIP_RATIO_FROM")
     with _open(path) as fh:
+        gz = isinstance(fh, gzip.GzipFile)
+        inflated = 0
         try:
-            for n, line in enumerate(fh, start=1):
+            n = 0
+            while line := fh.readline(max_line + 1):
+                n += 1
+                if len(line) > max_line and not (len(line) == max_line + 1 and line.endswith(b"\n")):
+                    raise LogError([Problem(f, n, None, "line_too_long", f"line is longer than {max_line:,} bytes "
+                                            "(MAX_LINE_BYTES; set the environment variable to allow more)")])
+                if gz:
+                    inflated += len(line)
+                    if inflated > max_inflated:
+                        raise LogError([Problem(f, n, None, "too_large", f"inflates to more than {max_inflated:,} "
+                                                "bytes (MAX_INFLATED_BYTES; set the environment variable to allow "
+                                                "more)")])
+                    if inflated > ratio_from and inflated > max_ratio * max(1, fh.fileobj.tell()):
+                        raise LogError([Problem(f, n, None, "too_large", f"inflates more than {max_ratio}x "
+                                                "(a decompression bomb? MAX_GZIP_RATIO; set the environment "
+                                                "variable to allow more)")])
                 if n == 1 and line.startswith(b"\xef\xbb\xbf"):
                     line = line[3:]
                 ended = line.endswith(b"\n")

@@ -264,3 +264,48 @@ def test_read_events_are_validated_naming_line_and_field(fixtures):
     r1, r7 = log.reads
     assert r1.retrieved == ("w1", "w2") and r1.scores == (None, 0.2)
     assert r7.retrieved == ("w1", "w2") and (r7.answer, r7.expected) == ("Porto", "Porto")
+
+
+# ---------------------------------------------------------------- input limits (issue 30)
+
+
+def test_a_line_over_the_limit_is_refused_with_its_number(tmp_path, monkeypatch):
+    from derivaudit.io import LogError, load_log
+
+    log = tmp_path / "long.jsonl"
+    log.write_bytes(b'{"type": "header", "schema_version": 1}\n' + b'{"x": "' + b"a" * 5000 + b'"}\n')
+    monkeypatch.setenv("MAX_LINE_BYTES", "1000")
+    with pytest.raises(LogError) as e:
+        load_log(log)
+    (p,) = e.value.problems
+    assert (p.line, p.code) == (2, "line_too_long") and "1,000 bytes" in p.message and "MAX_LINE_BYTES" in p.message
+    monkeypatch.setenv("MAX_LINE_BYTES", "0")
+    with pytest.raises(LogError, match="positive integer"):
+        load_log(log)
+
+
+def test_a_gzip_bomb_is_refused_early(tmp_path, monkeypatch):
+    """2 MB of newlines compress ~1000x: refused on the ratio once 1 MB is inflated, and a stream
+    of zeros with no newline on the line limit, before either fills memory."""
+    import gzip
+
+    from derivaudit.io import LogError, load_log
+
+    bomb = tmp_path / "bomb.jsonl.gz"
+    bomb.write_bytes(gzip.compress(b"\n" * 2_000_000, 9))
+    monkeypatch.setenv("GZIP_RATIO_FROM", "1000000")
+    with pytest.raises(LogError) as e:
+        load_log(bomb)
+    assert e.value.problems[0].code == "too_large" and "decompression bomb" in e.value.problems[0].message
+    zeros = tmp_path / "zeros.jsonl.gz"
+    zeros.write_bytes(gzip.compress(b"\0" * 3_000_000, 9))
+    monkeypatch.setenv("MAX_LINE_BYTES", "1000000")
+    with pytest.raises(LogError) as e:
+        load_log(zeros)
+    assert e.value.problems[0].code == "line_too_long"
+    monkeypatch.setenv("MAX_INFLATED_BYTES", "100")
+    monkeypatch.setenv("GZIP_RATIO_FROM", str(2**40))
+    small = tmp_path / "ok.jsonl.gz"
+    small.write_bytes(gzip.compress(b'{"type": "header", "schema_version": 1}\n' * 10))
+    with pytest.raises(LogError, match="MAX_INFLATED_BYTES"):
+        load_log(small)
