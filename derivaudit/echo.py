@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .io import point_order
-from .records import MemoryLog, Read, Write
+from .records import MemoryLog, Read, Write, families
 
 K = 5  # the five-record budget of seed 003
 SERVING = ("fpa",)  # the serving rules `audit_echo(serve=...)` replays
@@ -45,30 +45,6 @@ WINDOW = 30  # post-correction read-only probes
 
 def _weights(n: int) -> list[float]:
     return [1 / math.log2(r + 2) for r in range(n)]
-
-
-def families(writes: Sequence[Write]) -> dict[str, str]:
-    """write id -> family id (source_id, else the parent's family, else the write's own id)."""
-    by_id = {w.write_id: w for w in writes}
-    out: dict[str, str] = {}
-
-    def fam(w: Write) -> str:
-        chain = []
-        cur: Write | None = w
-        while cur is not None and cur.write_id not in out:
-            if cur.source_id:
-                out[cur.write_id] = cur.source_id
-                break
-            chain.append(cur)
-            cur = by_id.get(cur.parent_id) if cur.parent_id else None
-        base = out[cur.write_id] if cur is not None else chain[-1].write_id
-        for c in chain:
-            out[c.write_id] = base
-        return out[w.write_id]
-
-    for w in writes:
-        fam(w)
-    return out
 
 
 @dataclass

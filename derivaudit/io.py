@@ -34,6 +34,7 @@ from .records import (
     Source,
     Turn,
     Write,
+    families,
 )
 
 SCHEMA_FILE = f"memory-log.v{SCHEMA_VERSION}.schema.json"
@@ -580,8 +581,59 @@ def _check_lineage(writes: list[Write], all_ids: set[str], bad: Any) -> list[Wri
                 seen.add(cur)
                 cur = ids[cur].parent_id
         if not drop:
-            return writes
+            return _check_supersedes(writes, bad)
         writes = [w for w in writes if w.write_id not in drop]
+
+
+def _check_supersedes(writes: list[Write], bad: Any) -> list[Write]:
+    """`supersedes` names families of the write's own conversation (a `source_id`, or the write id
+    of a family's first write), never the write's own family, and no two families supersede each
+    other, directly or around a longer loop (then neither can be the newer one). A typo here once
+    turned a failing echo gate into a passing one, so each is an error, not a warning."""
+    fam = families(writes)
+    known: dict[str, set[str]] = {}
+    for w in writes:
+        known.setdefault(w.conversation_id, set()).add(fam[w.write_id])
+    drop: set[str] = set()
+    edges: dict[tuple[str, str], set[str]] = {}  # (conversation, family) -> families it supersedes
+    for w in writes:
+        for f in w.supersedes or ():
+            if f == fam[w.write_id]:
+                bad(w, "supersedes", "self_supersedes", f"family {f!r} is this write's own family: a write cannot "
+                    "supersede itself")
+            elif f not in known[w.conversation_id]:
+                bad(w, "supersedes", "unknown_superseded", f"{f!r} is no family of conversation "
+                    f"{w.conversation_id!r} (a family id is a source_id, or the write_id of a family's first write)")
+            else:
+                edges.setdefault((w.conversation_id, fam[w.write_id]), set()).add(f)
+                continue
+            drop.add(w.write_id)
+    cyclic = _cyclic(edges)
+    for w in writes:
+        key = (w.conversation_id, fam[w.write_id])
+        if w.write_id not in drop and key in cyclic and set(w.supersedes or ()) & cyclic[key]:
+            bad(w, "supersedes", "supersedes_cycle", f"family {fam[w.write_id]!r} supersedes "
+                f"{', '.join(sorted(repr(x) for x in cyclic[key]))}, which in turn supersede it: neither is the newer")
+            drop.add(w.write_id)
+    return [w for w in writes if w.write_id not in drop] if drop else writes
+
+
+def _cyclic(edges: dict[tuple[str, str], set[str]]) -> dict[tuple[str, str], set[str]]:
+    """For each (conversation, family) on a supersedes loop, the families it supersedes on that loop."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for (conv, start), targets in edges.items():
+        for t in targets:  # is `start` reachable from t?
+            seen, todo = {t}, [t]
+            while todo:
+                cur = todo.pop()
+                if cur == start:
+                    out.setdefault((conv, start), set()).add(t)
+                    break
+                for nxt in edges.get((conv, cur), ()):
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+    return out
 
 
 def _chain(ids: dict[str, Write], start: str) -> list[str]:

@@ -6,6 +6,7 @@ serialise them without a framework.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,3 +132,27 @@ class MemoryLog:
     @property
     def n_turns(self) -> int:
         return sum(len(c.turns) for c in self.conversations.values())
+
+
+def families(writes: Sequence[Write]) -> dict[str, str]:
+    """write id -> family id (source_id, else the parent's family, else the write's own id)."""
+    by_id = {w.write_id: w for w in writes}
+    out: dict[str, str] = {}
+
+    def fam(w: Write) -> str:
+        chain = []
+        cur: Write | None = w
+        while cur is not None and cur.write_id not in out:
+            if cur.source_id:
+                out[cur.write_id] = cur.source_id
+                break
+            chain.append(cur)
+            cur = by_id.get(cur.parent_id) if cur.parent_id else None
+        base = out[cur.write_id] if cur is not None else chain[-1].write_id
+        for c in chain:
+            out[c.write_id] = base
+        return out[w.write_id]
+
+    for w in writes:
+        fam(w)
+    return out

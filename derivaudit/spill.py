@@ -165,7 +165,8 @@ class SpilledLog:
 
         def lean(w: Write, cid: str) -> Write:  # what acceptance and lineage read, strings shared
             src = w.source and Source(files.setdefault(w.source.file, w.source.file), w.source.line)
-            return Write(w.write_id, cid, "", (), "", parent_id=w.parent_id, source=src)
+            return Write(w.write_id, cid, "", (), "", parent_id=w.parent_id, source_id=w.source_id,
+                         supersedes=w.supersedes, source=src)
 
         for i, cid in enumerate(self._convs):
             conv = conversation(self._turns(cid), self.problems)

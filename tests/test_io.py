@@ -309,3 +309,50 @@ def test_a_gzip_bomb_is_refused_early(tmp_path, monkeypatch):
     small.write_bytes(gzip.compress(b'{"type": "header", "schema_version": 1}\n' * 10))
     with pytest.raises(LogError, match="MAX_INFLATED_BYTES"):
         load_log(small)
+
+
+def _sup_log(tmp_path, *writes):
+    import orjson
+
+    rows = [{"type": "turn", "conversation_id": c, "turn_id": "t1", "order": 0, "speaker": "A", "text": "hello there"}
+            for c in ("c", "d")]
+    base = {"type": "write", "conversation_id": "c", "citations": ["t1"], "last_seen_turn": "t1"}
+    rows += [{**base, **w} for w in writes]
+    p = tmp_path / "sup.jsonl"
+    p.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return p
+
+
+@pytest.mark.parametrize("writes, code", [
+    ([{"write_id": "a", "text": "x", "source_id": "fa"},
+      {"write_id": "b", "text": "y", "verified_correction": True, "supersedes": ["fz"]}], "unknown_superseded"),
+    ([{"write_id": "a", "text": "x", "source_id": "fa", "verified_correction": True, "supersedes": ["fa"]}],
+     "self_supersedes"),
+    ([{"write_id": "a", "text": "x", "source_id": "fa", "supersedes": ["fb"]},
+      {"write_id": "b", "text": "y", "source_id": "fb", "supersedes": ["fa"]}], "supersedes_cycle"),
+    ([{"write_id": "a", "text": "x", "source_id": "fa"},
+      {"write_id": "b", "text": "y", "conversation_id": "d", "supersedes": ["fa"]}], "unknown_superseded"),
+])
+def test_supersedes_must_name_another_family_of_the_conversation(tmp_path, writes, code):
+    """A typo in `supersedes` once let the echo gate pass on 0 instead of failing: an error, in
+    load_log and in validate (which reads the log through the spill)."""
+    from typer.testing import CliRunner
+
+    from derivaudit.cli import app
+    from derivaudit.io import LogError, load_log
+
+    log = _sup_log(tmp_path, *writes)
+    with pytest.raises(LogError) as e:
+        load_log(log)
+    assert code in {p.code for p in e.value.problems}
+    assert all(p.field == "supersedes" and p.line for p in e.value.problems if p.code == code)
+    r = CliRunner().invoke(app, ["validate", str(log)])
+    assert r.exit_code == 2 and code in r.output
+
+
+def test_supersedes_naming_a_family_by_its_first_write_is_accepted(tmp_path):
+    from derivaudit.io import load_log
+
+    log = _sup_log(tmp_path, {"write_id": "a", "text": "x"},
+                   {"write_id": "b", "text": "y", "verified_correction": True, "supersedes": ["a"]})
+    assert [w.write_id for w in load_log(log).writes] == ["a", "b"]
