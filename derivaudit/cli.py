@@ -29,6 +29,7 @@ from .io import LogError, OutputError, atomic_writer, check_output, load_log
 from .models import DEFAULT_BACKEND, DEFAULT_MODEL
 from .records import MemoryLog, Problem
 from .runs import RunError
+from .safe import dumps as json_dumps
 from .safe import escape
 
 app = typer.Typer(
@@ -252,7 +253,7 @@ def validate(
             "problems": [p.to_dict() for p in problems],
             "warnings": [p.to_dict() for p in warnings],
         }
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(json_dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         _print_problems(problems, limit=len(problems))
         _report_warnings(warnings, limit=len(warnings))
@@ -328,7 +329,7 @@ def _views(log: Any, write: list[str] | None, format: ViewsFmt, output: Path | N
             task = bar.add_task("building views", total=n_total)
             for v in build_views(log, settings, wanted):
                 limited += v.search_limited
-                fh.write(orjson.dumps(v.to_dict()) + b"\n")
+                fh.write(json_dumps(v.to_dict()) + b"\n")
                 bar.advance(task)
     else:
         for v in build_views(log, settings, wanted):
@@ -574,7 +575,7 @@ def check(
            "decision": None if score["logodds"] is None else ("admit" if v["decision"] else "reject"),
            "operating_point": "argmax (log-odds > 0)"}
     if format is Fmt.json:
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(json_dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     elif score["error"]:
         out.print(f"[red]scoring error[/red]: {escape(score['error'])}; top tokens: {escape(str(score['top']))}")
     else:
@@ -601,7 +602,7 @@ def cache_stats(format: Annotated[Fmt, typer.Option("--format")] = Fmt.table) ->
 
     st = ResultCache().stats()
     if format is Fmt.json:
-        sys.stdout.buffer.write(orjson.dumps(st, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(json_dumps(st, option=orjson.OPT_INDENT_2) + b"\n")
         return
     out.print(f"{escape(st['path'])}: {st['entries']} entries, {st['bytes'] / 1e6:.1f} MB")
     t = Table("backend", "model", "kind", "entries")
@@ -669,7 +670,7 @@ def review_import(
     except ReviewError as e:
         _bad(str(e))
     if format is Fmt.json:
-        sys.stdout.buffer.write(orjson.dumps(metrics, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(json_dumps(metrics, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_review(out, metrics)
 
@@ -740,7 +741,7 @@ def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
         err.print(f"stopped after {cfg.until}; files in {escape(str(run))}")
         return
     if format is Fmt.json:
-        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_scope(out, report)
         print_rubric(out, report.get("rubric"))
@@ -862,7 +863,7 @@ def replay(
         report["usage"] = {**be.usage.to_dict(), **({"cache_hits": be.hits, "cache_misses": be.misses}
                                                     if hasattr(be, "hits") else {})}
     if format is Fmt.json:
-        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_replay(out, report)
         u = report["usage"]
@@ -919,7 +920,7 @@ def drift(
     _write_json(output, report)
     _write_html(html, "drift_html", report)
     if format is Fmt.json:
-        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_drift(out, report)
 
@@ -929,7 +930,7 @@ def _write_json(path: Path | None, report: dict[str, Any]) -> None:
     if path is None:
         return
     with atomic_writer(path) as fh:
-        fh.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        fh.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     err.print(f"wrote {escape(str(path))}")
 
 
@@ -1017,7 +1018,7 @@ def families_run(
     _write_json(output, report)
     _write_html(html, "families_html", report)
     if format is Fmt.json:
-        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_families(out, report)
 
@@ -1056,7 +1057,7 @@ def probe(
     _write_json(output, report)
     _write_html(html, "probe_html", report)
     if format is Fmt.json:
-        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_probe(out, report)
 

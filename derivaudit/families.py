@@ -28,6 +28,7 @@ import orjson
 from .io import LogError, atomic_writer, read_objects, write_jsonl
 from .models.base import Backend
 from .records import MemoryLog, Problem
+from .safe import dumps as json_dumps
 
 EVIDENCE = ("local", "distributed")
 CONTROLS = ("no_relation", "swapped_premises")
@@ -180,7 +181,7 @@ def build(families_path: str | Path, log: MemoryLog, out: str | Path, *, size: i
            "families_file": str(families_path),
            "families_sha256": hashlib.sha256(Path(families_path).read_bytes()).hexdigest()}
     with atomic_writer(out / BUILD) as fh:
-        fh.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        fh.write(json_dumps(doc, option=orjson.OPT_INDENT_2))
     return doc
 
 

@@ -36,6 +36,7 @@ from .records import (
     Write,
     families,
 )
+from .safe import dumps as json_dumps
 
 SCHEMA_FILE = f"memory-log.v{SCHEMA_VERSION}.schema.json"
 MAX_DEPTH = 64  # nesting of arrays/objects in one line (a record is 2-3 deep; meta may nest more)
@@ -837,7 +838,7 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     n = 0
     with atomic_writer(path) as fh:
         for row in rows:
-            fh.write(orjson.dumps(row))
+            fh.write(json_dumps(row))
             fh.write(b"\n")
             n += 1
     return n

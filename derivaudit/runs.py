@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from .io import atomic_writer
+from .safe import dumps as json_dumps
 
 META = "meta.json"
 VIEWS = "views.jsonl"
@@ -230,13 +231,13 @@ def _write(run: str | Path, name: str, data: bytes, rows: int | None) -> None:
 
 
 def write_rows(run: str | Path, name: str, rows: Sequence[dict[str, Any]]) -> int:
-    _write(run, name, b"".join(orjson.dumps(r) + b"\n" for r in rows), len(rows))
+    _write(run, name, b"".join(json_dumps(r) + b"\n" for r in rows), len(rows))
     return len(rows)
 
 
 def write_json(run: str | Path, name: str, doc: Any, *, sort_keys: bool = False) -> None:
     opt = orjson.OPT_INDENT_2 | (orjson.OPT_SORT_KEYS if sort_keys else 0)
-    _write(run, name, orjson.dumps(doc, option=opt), None)
+    _write(run, name, json_dumps(doc, option=opt), None)
 
 
 def load_meta(run: str | Path) -> dict[str, Any]:
@@ -324,7 +325,7 @@ class Stage:
                 fh.write(orjson.dumps({"_fingerprint": self.fp}) + b"\n")
 
             def append(rows: list[dict[str, Any]]) -> None:
-                fh.write(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+                fh.write(b"".join(json_dumps(r) + b"\n" for r in rows))
                 fh.flush()
                 os.fsync(fh.fileno())
 

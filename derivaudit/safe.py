@@ -5,7 +5,8 @@ a log line, Markdown, CSV or an SVG label it goes through `visible`, which turns
 character into a printable escape: ESC (clear screen, window title, OSC 8 links), the other C0 and
 C1 controls, DEL, and the bidi overrides and zero-width marks that make a string read differently
 from what it is. Rich markup is escaped separately by the terminal layer (`rich.markup.escape`);
-HTML by `html.escape`; spreadsheets by `neutralise`.
+HTML by `html.escape`; spreadsheets by `neutralise`; JSON and JSONL by `dumps`, which writes the
+same characters as JSON `\\uXXXX` escapes (lossless: a reader decodes the very same string).
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # overrides and isolates, line/paragraph separators, BOM.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 _UNSAFE_ALL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+# What orjson leaves raw (it escapes C0 itself).
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 
 
 def _escape(m: re.Match[str]) -> str:
@@ -62,3 +67,15 @@ def html_escape(value: Any) -> str:
     import html
 
     return html.escape(visible(str(value), newlines=True))
+
+
+def dumps(obj: Any, option: int = 0) -> bytes:
+    """orjson.dumps, with DEL, the C1 controls, zero-width, bidi and separator characters written
+    as JSON escapes (orjson writes them raw: U+009B is a one-byte CSI to some terminals, U+202E
+    reverses what a `cat` shows). JSON's structure is ASCII, so these bytes only occur in strings."""
+    import orjson
+
+    raw = orjson.dumps(obj, option=option)
+    if raw.isascii():
+        return raw
+    return _JSON_UNSAFE.sub(_escape, raw.decode("utf-8")).encode("utf-8")

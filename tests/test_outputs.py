@@ -182,3 +182,24 @@ def test_spill_folders_of_dead_processes_are_removed_at_the_next_start(tmp_path)
     assert remove_stale(str(tmp_path)) == [f"derivaudit-log-{dead.pid}-abc"]
     left = {p.name for p in tmp_path.iterdir()}
     assert left == {"derivaudit-log-oldstyle", f"derivaudit-log-{os.getpid()}-live"}
+
+
+def test_json_outputs_escape_every_control_and_bidi_character(tmp_path):
+    """DEL, U+009B (a one-byte CSI) and U+202E (bidi override) reach JSON and JSONL as escapes; a
+    reader decodes the very same text."""
+    import orjson
+
+    nasty = "Ann\x7f adopted\x9b2J a \u202egrey\u2066 cat"
+    log = tmp_path / "nasty.jsonl"
+    rows = [{"type": "turn", "conversation_id": "c", "turn_id": "t1", "order": 0, "speaker": "Ann", "text": nasty},
+            {"type": "write", "write_id": "w1", "conversation_id": "c", "text": nasty, "citations": ["t1"],
+             "last_seen_turn": "t1"}]
+    log.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    out = tmp_path / "views.jsonl"
+    r = cli("views", log, "--format", "jsonl", "-o", out)
+    assert r.exit_code == 0, r.output
+    raw = out.read_bytes()
+    for ch in ("\x7f", "\x9b", "\u202e", "\u2066"):
+        assert ch.encode() not in raw
+    assert b"\\u009b" in raw and b"\\u202e" in raw
+    assert orjson.loads(raw.splitlines()[0])["text"] == nasty

@@ -17,6 +17,7 @@ from ..gold import flat as gold_flat
 from ..gold import gold_metrics
 from ..review import review_metrics
 from ..runs import RunError
+from ..safe import dumps as json_dumps
 from ..stats import SCOPE_HELP, cluster_bootstrap_ci, group_counts, rates
 
 SCHEMA_VERSION = 1
@@ -180,7 +181,7 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]
 
 
 def to_json(report: dict[str, Any]) -> bytes:
-    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    return json_dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
 
 
 def validate(report: dict[str, Any]) -> None:

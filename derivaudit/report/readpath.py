@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..safe import dumps as json_dumps
 from ..safe import escape
 from .text import md_escape
 
@@ -202,7 +203,7 @@ def render(name: str, fmt: str, doc: dict[str, Any]) -> bytes:
         return gates_junit(name, doc).encode()
     if fmt == "html":
         return (built.echo_html if echo else built.overlap_html)(doc)
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+    return json_dumps(doc, option=orjson.OPT_INDENT_2)
 
 
 def print_table(name: str, console: Console, doc: dict[str, Any]) -> None:
