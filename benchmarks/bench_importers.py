@@ -1,13 +1,16 @@
 """Importers against stores written by the real libraries' own code (fixtures/gen/, fixtures/*/truth.json).
 
-Usage: python benchmarks/bench_importers.py [--json]
+Usage: python benchmarks/bench_importers.py [--json] [--letta-scale 100000]
 For every generated store, imports it and compares each memory with what really happened (the
 generator's truth.json): placed right (right conversation, the turns of the call that wrote it),
 approximate (right user, not provably the right turns: LangGraph's time join), unlinked (counted by
 the importer with a reason, not imported), wrong (imported into another conversation, or citing
 turns it did not come from). Also: replaced versions left valid, turn order, and what each of the
 official Letta example agent files gives. `wrong` must be 0; the other counts are what the stores
-allow. Run it on an older checkout (PYTHONPATH=that/checkout) for the before figures.
+allow. `--letta-scale N`: import time of synthetic Letta agent files of 4,000 … N messages (a user
+turn, an archival insert and its return, and every fifth time a search returning five earlier
+inserts), with seconds per 1,000 messages: flat when the import is linear. Run it on an older
+checkout (PYTHONPATH=that/checkout) for the before figures.
 """
 
 from __future__ import annotations
@@ -130,7 +133,42 @@ def letta(tmp: Path) -> dict:
     return out
 
 
+def _letta_file(path: Path, n: int) -> None:
+    msgs, k = [], 0
+    while len(msgs) < n:
+        msgs.append({"role": "user", "content": f"note {k}: I keep {k % 13} plants in room {k % 7}"})
+        msgs.append({"role": "assistant", "tool_calls": [{"id": f"c{k}", "function": {
+            "name": "archival_memory_insert", "arguments": json.dumps({"content": f"fact {k}: plants {k % 13}"})}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{k}", "content": "None"})
+        if k % 5 == 4:
+            hits = "; ".join(f"fact {j}: plants {j % 13}" for j in range(max(0, k - 40), k, 8))
+            msgs.append({"role": "assistant", "tool_calls": [{"id": f"s{k}", "function": {
+                "name": "archival_memory_search", "arguments": json.dumps({"query": "plants"})}}]})
+            msgs.append({"role": "tool", "tool_call_id": f"s{k}", "content": f"[{hits}]"})
+        k += 1
+    path.write_text(json.dumps({"agents": [{"id": "agent", "messages": msgs[:n]}]}))
+
+
+def letta_scale(tmp: Path, top: int) -> None:
+    import time
+
+    n = 4000
+    while n <= top:
+        f = tmp / f"letta-{n}.af"
+        _letta_file(f, n)
+        t0 = time.perf_counter()
+        log, notes = run_import("letta", f, tmp / f"letta-{n}.jsonl")
+        secs = time.perf_counter() - t0
+        print(f"letta {n:>7,} messages: {secs:6.2f} s ({1000 * secs / n:.3f} s per 1,000), "
+              f"{len(log.writes):,} writes, {len(log.reads):,} reads")
+        n = n * 2 if n * 2 <= top or n == top else top
+
+
 def main() -> None:
+    if "--letta-scale" in sys.argv:
+        with tempfile.TemporaryDirectory() as d:
+            letta_scale(Path(d), int(sys.argv[sys.argv.index("--letta-scale") + 1]))
+        return
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         res = {"importers": sorted(importers()), "mem0-db": mem0(tmp, False), "mem0-db --scopes": mem0(tmp, True),

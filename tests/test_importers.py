@@ -260,3 +260,22 @@ def test_every_importer_round_trips(fixtures, tmp_path, name):
     run_import(name, src, tmp_path / "b.jsonl")
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
     assert back.conversations and (back.writes or name == "openai-agents")
+
+
+def test_letta_archival_index_finds_what_a_scan_of_every_insert_finds():
+    """The index (issue 30: the import was quadratic) gives the same reads, in the same order, as
+    matching every earlier insert against the search return, short texts and repeats included."""
+    import random
+
+    from derivaudit.importers.letta import _Inserts
+
+    rng = random.Random(0)
+    words = ["pot", "kiln", "glaze", "river", "Porto", "May", "tiles", "a", "blue"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 8))) for _ in range(200)]
+    idx = _Inserts()
+    for i, t in enumerate(texts):
+        idx.add(t, f"w{i}")
+    for _ in range(50):
+        ret = " | ".join(rng.sample(texts, 5))
+        naive = sorted((ret.find(t), f"w{i}") for i, t in enumerate(texts) if t in ret)
+        assert idx.found_in(ret) == naive
