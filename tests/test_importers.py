@@ -279,3 +279,60 @@ def test_letta_archival_index_finds_what_a_scan_of_every_insert_finds():
         ret = " | ".join(rng.sample(texts, 5))
         naive = sorted((ret.find(t), f"w{i}") for i, t in enumerate(texts) if t in ret)
         assert idx.found_in(ret) == naive
+
+
+def _letta_variant(fixtures, tmp_path, change):
+    af = json.loads((fixtures / "letta_agent.af").read_text())
+    change(af["agents"][0]["messages"])
+    src = tmp_path / "variant.af"
+    src.write_text(json.dumps(af))
+    return src
+
+
+def _memory_calls(msgs):
+    return [(i, c) for i, m in enumerate(msgs) for c in m.get("tool_calls") or []
+            if c["function"]["name"] in ("core_memory_append", "core_memory_replace", "archival_memory_insert")]
+
+
+def test_letta_tool_arguments_that_are_not_json_are_an_error_at_their_json_path(fixtures, tmp_path):
+    def break_args(msgs):
+        i, c = _memory_calls(msgs)[0]
+        c["function"]["arguments"] = "{label: human, content: oops"
+
+    src = _letta_variant(fixtures, tmp_path, break_args)
+    with pytest.raises(LogError) as e:
+        run_import("letta", src, tmp_path / "x.jsonl")
+    (p,) = [p for p in e.value.problems if p.code == "invalid_json"]
+    assert p.file == str(src) and p.field.startswith("agents[0].messages[") and p.field.endswith(
+        "].tool_calls[0].function.arguments")
+
+
+def test_letta_a_failed_edit_without_a_call_id_is_not_a_memory(fixtures, tmp_path):
+    """The failed edit of the fixture, with the ids of its call and return removed: its return is
+    the next tool message, which says it failed."""
+    def drop_ids(msgs):
+        for i, c in _memory_calls(msgs):
+            nxt = next(m for m in msgs[i + 1:] if m.get("role") == "tool")
+            if "fail" in json.dumps(nxt).lower():
+                c.pop("id")
+                nxt.pop("tool_call_id")
+
+    log, notes = run_import("letta", _letta_variant(fixtures, tmp_path, drop_ids), tmp_path / "x.jsonl")
+    assert notes["failed_edits"] == 1 and [w.write_id for w in log.writes] == ["call-1", "call-3", "call-4"]
+
+
+def test_openai_agents_a_session_id_that_is_null_is_an_error_at_its_row(fixtures, tmp_path):
+    import sqlite3
+
+    db = tmp_path / "session.db"  # a table another writer made, without the SDK's NOT NULL
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE agent_messages (id INTEGER PRIMARY KEY, session_id TEXT, message_data TEXT, "
+                "created_at TEXT)")
+    for rid, sid in ((1, "conv_ana"), (5, None)):
+        con.execute("INSERT INTO agent_messages VALUES (?, ?, ?, ?)",
+                    (rid, sid, json.dumps({"role": "user", "content": "hi there"}), "2025-01-01 10:00:00"))
+    con.commit()
+    con.close()
+    with pytest.raises(LogError) as e:
+        run_import("openai-agents", db, tmp_path / "turns.jsonl")
+    assert [(p.field, p.code) for p in e.value.problems] == [("agent_messages[5].session_id", "wrong_type")]

@@ -57,7 +57,13 @@ def _user(text: str) -> str | None:
     return s or None
 
 
+class _BadArguments(ValueError):
+    pass
+
+
 def _args(call: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(tool name, arguments); raises _BadArguments when a memory or search tool's arguments are
+    not a JSON object (its memory would be lost without a word)."""
     fn = call.get("function") if isinstance(call, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
         return None
@@ -66,7 +72,11 @@ def _args(call: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         args = orjson.loads(raw) if isinstance(raw, str) else raw
     except orjson.JSONDecodeError:
         args = None
-    return fn["name"], args if isinstance(args, dict) else {}
+    if not isinstance(args, dict):
+        if fn["name"] in MEMORY_TOOLS or fn["name"] == "archival_memory_search":
+            raise _BadArguments(f"arguments of {fn['name']} are not a JSON object: {str(raw)[:60]!r}")
+        args = {}
+    return fn["name"], args
 
 
 def _failed(ret: dict[str, Any] | None) -> bool:
@@ -108,6 +118,12 @@ class _Inserts:
                     if wid not in first and text.startswith(t, pos):
                         first[wid] = pos
         return sorted((p, w) for w, p in first.items())
+
+
+def _return_of(call: dict[str, Any], returns: dict[str, Any], after: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A call's tool return: by its id, or, for a call without one, the next tool message (Letta
+    answers each call in order); a failed insert must not become a memory for want of an id."""
+    return returns.get(call.get("id")) if call.get("id") else after
 
 
 def _read(call: dict[str, Any], args: dict[str, Any], ret: dict[str, Any] | None, inserts: _Inserts,
@@ -179,6 +195,10 @@ def convert(path: str | Path) -> ImportResult:
         conv = str(agent.get("id") or agent.get("name") or f"agent-{a}")
         msgs = _in_time_order([m for m in agent["messages"] if isinstance(m, dict)])
         returns = {m["tool_call_id"]: m for m in msgs if m.get("role") == "tool" and m.get("tool_call_id")}
+        next_tool: list[dict[str, Any] | None] = [None] * len(msgs)  # the first tool message after each
+        for k in range(len(msgs) - 2, -1, -1):
+            nxt = msgs[k + 1]
+            next_tool[k] = nxt if nxt.get("role") == "tool" else next_tool[k + 1]
         n = 0
         last_user: str | None = None
         last_turn: str | None = None
@@ -202,7 +222,17 @@ def convert(path: str | Path) -> ImportResult:
                 continue
             if role != "assistant":
                 continue
-            calls = [(c, p) for c in (m.get("tool_calls") or []) if (p := _args(c)) is not None]
+            calls = []
+            for j, c in enumerate(m.get("tool_calls") or []):
+                try:
+                    p = _args(c)
+                except _BadArguments as e:
+                    res.problems.append(Problem(f, None, f"agents[{a}].messages[{i}].tool_calls[{j}].function."
+                                                "arguments", "invalid_json", str(e)))
+                    continue
+                if p is not None:
+                    calls.append((c, p))
+            after = next_tool[i]
             if not calls and _text(m).strip():
                 last_turn = turn("assistant", _text(m).strip(), when)
             for c, (name, args) in calls:
@@ -210,7 +240,7 @@ def convert(path: str | Path) -> ImportResult:
                     last_turn = turn("assistant", args["message"].strip(), when)
                     continue
                 if name == "archival_memory_search" and last_turn is not None:
-                    read = _read(c, args, returns.get(c.get("id")), inserts, conv, last_turn, when)
+                    read = _read(c, args, _return_of(c, returns, after), inserts, conv, last_turn, when)
                     if read is None:
                         stats["searches_unmatched"] = stats.get("searches_unmatched", 0) + 1
                     else:
@@ -222,7 +252,7 @@ def convert(path: str | Path) -> ImportResult:
                 if new is None:
                     continue
                 stats["memory_edits"] += 1
-                if _failed(returns.get(c.get("id"))):
+                if _failed(_return_of(c, returns, after)):
                     stats["failed_edits"] += 1
                     continue
                 if last_user is None or last_turn is None:

@@ -50,6 +50,10 @@ def convert(path: str | Path) -> ImportResult:
             res.problems.append(Problem(f, None, f"agent_messages[{rid}].message_data", "bad_format",
                                         "message_data is not an object"))
             continue
+        if not isinstance(session, str) or not session.strip():
+            res.problems.append(Problem(f, None, f"agent_messages[{rid}].session_id", "wrong_type",
+                                        f"session_id is {session!r}; the SDK writes the session's id as text"))
+            continue
         kind = item.get("type", "message")
         role = item.get("role")
         text = content_text(item.get("content")).strip()
