@@ -150,14 +150,21 @@ def _explain(err: ValidationError, kind: str) -> list[tuple[str | None, str, str
         got = _JSON_TYPES.get(type(inst), type(inst).__name__)
         return [(field, "wrong_type", f"expected {want}, got {got} {_short(inst)}")]
     if v in ("minLength", "pattern"):
-        what = "text" if field and field.endswith("text") else "id"
-        return [(field, "empty_text" if what == "text" else "empty_id",
-                 f"{what} must have a visible character (not empty, blank, control or zero-width only)")]
+        what = "text" if field and field.endswith(("text", "query", "answer", "expected")) else "id"
+        code = "empty_text" if what == "text" else "empty_id"
+        return [(field, code, f"{field or what} must have a visible character (not empty, blank, control or "
+                 "zero-width only)")]
     if v == "uniqueItems":
         return [(field, "duplicate_citation", "the same turn id is cited twice")]
+    if v == "maxItems" and field == "retrieved":
+        return [(field, "too_many_retrieved", f"{len(inst)} retrieved memories; a read lists at most "
+                 f"{err.validator_value}")]
     if v == "maxItems":
         return [(field, "too_many_citations",
                  f"{len(inst)} citations; a view holds at most {MAX_PASSAGES} passages")]
+    if v in ("oneOf", "anyOf") and field and field.startswith("retrieved["):
+        return [(field, "bad_retrieved", "a retrieved entry is a write id (text) or {\"write_id\": text, "
+                 "\"score\": number}")]
     if v == "const" and field == "schema_version":
         return [(field, "unsupported_version",
                  f"schema_version {_short(inst)} is not supported; this derivaudit reads version {SCHEMA_VERSION}")]

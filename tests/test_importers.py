@@ -336,3 +336,36 @@ def test_openai_agents_a_session_id_that_is_null_is_an_error_at_its_row(fixtures
     with pytest.raises(LogError) as e:
         run_import("openai-agents", db, tmp_path / "turns.jsonl")
     assert [(p.field, p.code) for p in e.value.problems] == [("agent_messages[5].session_id", "wrong_type")]
+
+
+def test_graphiti_edge_without_a_fact_is_named_at_its_json_path(fixtures, tmp_path):
+    data = json.loads((fixtures / "graphiti_export.json").read_text())
+    data["edges"][0].pop("fact")
+    src = tmp_path / "g.json"
+    src.write_text(json.dumps(data))
+    with pytest.raises(LogError) as e:
+        run_import("graphiti", src, tmp_path / "out.jsonl")
+    assert [(p.file, p.field, p.code) for p in e.value.problems] == [(str(src), "edges[0].fact", "missing_field")]
+
+
+def test_a_converted_record_that_fails_validation_is_named_in_the_input(fixtures, tmp_path):
+    """1,001 archival search results: the problem names the Letta file and the message it came
+    from, not a line of an output file that was never written, and says the reads' limit."""
+    def many_results(msgs):
+        inserts = [json.dumps({"role": "assistant", "tool_calls": [{"id": f"x{k}", "function": {
+            "name": "archival_memory_insert", "arguments": json.dumps({"content": f"fact number {k}"})}}]})
+            for k in range(1001)]
+        msgs.extend(json.loads(x) for x in inserts)  # after the last user turn
+        hits = "; ".join(f"fact number {k}" for k in range(1001))
+        msgs.append({"role": "assistant", "tool_calls": [{"id": "s1", "function": {
+            "name": "archival_memory_search", "arguments": json.dumps({"query": "facts"})}}]})
+        msgs.append({"role": "tool", "tool_call_id": "s1", "content": hits})
+
+    src = _letta_variant(fixtures, tmp_path, many_results)
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(LogError) as e:
+        run_import("letta", src, out)
+    (p,) = e.value.problems
+    assert p.file == str(src) and p.line is None and p.code == "too_many_retrieved"
+    assert p.field.startswith("agents[0].messages[") and p.field.endswith("(retrieved)")
+    assert "at most 1000" in p.message and not out.exists()

@@ -115,6 +115,21 @@ def importers() -> Registry:
     return IMPORTERS
 
 
+ORIGIN = "_origin"  # an importer may say where in its input a record came from (a JSON path, table[row])
+
+
+def _at_source(p: Problem, out: str, src: str, origins: list[str | None]) -> Problem:
+    """A problem found in a converted record, named where the user can find it: the input file and
+    the record's place in it (the output file does not exist yet, and its line numbers mean nothing
+    to the user)."""
+    if p.file != out:
+        return p
+    origin = origins[p.line - 1] if p.line is not None and 0 < p.line <= len(origins) else None
+    where = origin or (f"imported record {p.line}" if p.line is not None else None)
+    field = f"{where} ({p.field})" if where and p.field else where or p.field
+    return Problem(src, None, field, p.code, p.message)
+
+
 def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: bool = False,
                allow_empty: bool = False, options: dict[str, Any] | None = None):
     """Convert `path` with the named importer, validate the result with the same checks as every
@@ -138,8 +153,9 @@ def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: 
                                 f"{', '.join('--' + k for k in sorted(set(options) - takes))} option")])
     res = fn(path, **options)
     rows = [header(f"derivaudit import {source}"), *res.turns, *res.writes, *res.reads]
+    origins = [r.pop(ORIGIN, None) for r in rows]
     log, problems = check_rows(str(out), rows)
-    problems = res.problems + problems
+    problems = res.problems + [_at_source(p, str(out), str(path), origins) for p in problems]
     if problems and not skip_invalid:
         raise LogError(problems)
     if not log.writes and not problems and not allow_empty and source not in NO_WRITES:

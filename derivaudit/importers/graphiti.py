@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records import Problem
-from . import ImportResult, read_json
+from . import ORIGIN, ImportResult, read_json
 from . import instant as _instant
 
 
@@ -66,7 +66,7 @@ def convert(path: str | Path) -> ImportResult:
         eps[ep["uuid"]] = {"conv": str(ep.get("group_id") or "default"),
                            "time": ep.get("valid_at") or ep.get("created_at"),
                            "sort": _when(ep, i),
-                           "speaker": speaker, "text": text}
+                           "speaker": speaker, "text": text, "where": where}
     pos: dict[str, int] = {}
     counters: dict[str, int] = {}
     for uid, ep in sorted(eps.items(), key=lambda kv: kv[1]["sort"]):
@@ -74,7 +74,7 @@ def convert(path: str | Path) -> ImportResult:
         counters[ep["conv"]] = n + 1
         pos[uid] = n
         res.turns.append({"type": "turn", "conversation_id": ep["conv"], "turn_id": uid, "order": n,
-                          "speaker": ep["speaker"], "text": ep["text"], "time": ep["time"]})
+                          "speaker": ep["speaker"], "text": ep["text"], "time": ep["time"], ORIGIN: ep["where"]})
     for i, e in enumerate(data["edges"]):
         where = f"edges[{i}]"
         if not isinstance(e, dict) or not isinstance(e.get("uuid"), str):
@@ -99,7 +99,12 @@ def convert(path: str | Path) -> ImportResult:
             res.problems.append(Problem(f, None, f"{where}.episodes", "unknown_citation",
                                         f"episode(s) {other} belong to another group than {conv!r}"))
             continue
-        fact = str(e.get("fact") or "").strip()
+        fact = e.get("fact")
+        if not isinstance(fact, str) or not fact.strip():
+            res.problems.append(Problem(f, None, f"{where}.fact", "missing_field" if fact is None else "empty_text",
+                                        "edge has no fact text: it is the memory derivaudit audits"))
+            continue
+        fact = fact.strip()
         cites = list(dict.fromkeys(cites))
         res.writes.append({
             "type": "write", "write_id": e["uuid"], "conversation_id": conv, "text": fact,
@@ -107,7 +112,7 @@ def convert(path: str | Path) -> ImportResult:
             "time": e.get("created_at"), "operation": "add",
             "valid": not (e.get("expired_at") or e.get("invalid_at")),
             "meta": {k: e.get(k) for k in ("name", "valid_at", "invalid_at", "expired_at")
-                     if e.get(k) is not None},
+                     if e.get(k) is not None}, ORIGIN: where,
         })
     links, unlinked = _supersessions([e for e in data["edges"] if isinstance(e, dict)],
                                      {w["write_id"] for w in res.writes})

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from ..records import Problem
-from . import ImportResult, content_text, instant, read_json, text_or_none
+from . import ORIGIN, ImportResult, content_text, instant, read_json, text_or_none
 
 MEMORY_TOOLS = {"core_memory_append": "add", "core_memory_replace": "update", "memory_insert": "add",
                 "memory_replace": "update", "memory_rethink": "consolidate", "archival_memory_insert": "add",
@@ -127,7 +127,7 @@ def _return_of(call: dict[str, Any], returns: dict[str, Any], after: dict[str, A
 
 
 def _read(call: dict[str, Any], args: dict[str, Any], ret: dict[str, Any] | None, inserts: _Inserts,
-          conv: str, point: str, when: Any) -> dict[str, Any] | None:
+          conv: str, point: str, when: Any, where: str) -> dict[str, Any] | None:
     """An archival search as a read event: the query, and the earlier archival writes whose text the
     tool return holds, in the order it lists them (Letta returns text, not ids)."""
     query = args.get("query")
@@ -138,6 +138,7 @@ def _read(call: dict[str, Any], args: dict[str, Any], ret: dict[str, Any] | None
     if not found:
         return None
     return {"type": "read", "read_id": str(call.get("id") or f"{conv}-search"), "conversation_id": conv,
+            ORIGIN: where,
             "last_seen_turn": point, "query": query.strip(), "retrieved": [w for _, w in found],
             "time": text_or_none(when)}
 
@@ -194,6 +195,7 @@ def convert(path: str | Path) -> ImportResult:
             continue
         conv = str(agent.get("id") or agent.get("name") or f"agent-{a}")
         msgs = _in_time_order([m for m in agent["messages"] if isinstance(m, dict)])
+        idx = {id(m): k for k, m in enumerate(agent["messages"])}  # file positions, for messages
         returns = {m["tool_call_id"]: m for m in msgs if m.get("role") == "tool" and m.get("tool_call_id")}
         next_tool: list[dict[str, Any] | None] = [None] * len(msgs)  # the first tool message after each
         for k in range(len(msgs) - 2, -1, -1):
@@ -227,7 +229,7 @@ def convert(path: str | Path) -> ImportResult:
                 try:
                     p = _args(c)
                 except _BadArguments as e:
-                    res.problems.append(Problem(f, None, f"agents[{a}].messages[{i}].tool_calls[{j}].function."
+                    res.problems.append(Problem(f, None, f"agents[{a}].messages[{idx[id(m)]}].tool_calls[{j}].function."
                                                 "arguments", "invalid_json", str(e)))
                     continue
                 if p is not None:
@@ -240,7 +242,8 @@ def convert(path: str | Path) -> ImportResult:
                     last_turn = turn("assistant", args["message"].strip(), when)
                     continue
                 if name == "archival_memory_search" and last_turn is not None:
-                    read = _read(c, args, _return_of(c, returns, after), inserts, conv, last_turn, when)
+                    read = _read(c, args, _return_of(c, returns, after), inserts, conv, last_turn, when,
+                                 f"agents[{a}].messages[{idx[id(m)]}]")
                     if read is None:
                         stats["searches_unmatched"] = stats.get("searches_unmatched", 0) + 1
                     else:
@@ -266,7 +269,8 @@ def convert(path: str | Path) -> ImportResult:
                 w = {"type": "write", "write_id": str(c.get("id") or f"{conv}-call{i}"), "conversation_id": conv,
                      "text": new.strip(), "citations": [last_user], "last_seen_turn": last_turn,
                      "time": text_or_none(when), "parent_id": parent, "operation": op,
-                     "meta": {"tool": name, **({"label": str(label)} if label is not None else {})}}
+                     "meta": {"tool": name, **({"label": str(label)} if label is not None else {})},
+                     ORIGIN: f"agents[{a}].messages[{idx[id(m)]}]"}
                 by_label.setdefault(label, []).append(w)
                 if name == "archival_memory_insert":
                     inserts.add(w["text"], w["write_id"])
