@@ -30,7 +30,7 @@ from .models import DEFAULT_BACKEND, DEFAULT_MODEL
 from .records import MemoryLog, Problem
 from .runs import RunError
 from .safe import dumps as json_dumps
-from .safe import escape
+from .safe import escape, escape_id
 
 app = typer.Typer(
     name="derivaudit",
@@ -277,14 +277,14 @@ def _passages_table(title: str, passages: tuple[Any, ...]) -> Table:
     t.add_column("text", ratio=1)
     for p in passages:
         text = timeref.annotate(p.text, p.time)  # as the evidence block shows it
-        t.add_row(escape(p.turn_id), escape(p.speaker), escape(p.time or ""), escape(text))
+        t.add_row(escape_id(p.turn_id), escape(p.speaker), escape(p.time or ""), escape(text))
     return t
 
 
 def _show_views(v: Views) -> None:
     w = v.write
     flag = " [yellow](search-limited)[/yellow]" if v.search_limited else ""
-    out.rule(f"write {escape(w.write_id)} · conversation {escape(w.conversation_id)}{flag}")
+    out.rule(f"write {escape_id(w.write_id)} · conversation {escape_id(w.conversation_id)}{flag}")
     out.print(f"[bold]memory:[/bold] {escape(w.text)}")
     out.print(_passages_table(f"citation-only view ({len(v.citation_only)} passages)", v.citation_only))
     out.print(_passages_table(f"expanded-history view ({len(v.expanded)} passages)", v.expanded))

@@ -62,6 +62,14 @@ def escape(value: Any) -> str:
     return markup_escape(visible(str(value), newlines=True))
 
 
+def escape_id(value: Any) -> str:
+    """An id (or any one-line value) for a rich console: every control character visible, newline
+    and tab included (a newline in an id would print as a line break in a table cell)."""
+    from rich.markup import escape as markup_escape
+
+    return markup_escape(visible(str(value)))
+
+
 def html_escape(value: Any) -> str:
     """For HTML and SVG text: controls made visible (XML cannot hold C0 characters), then entities."""
     import html

@@ -85,3 +85,23 @@ def test_controls_never_reach_report_formats_export_or_svg(synth_run, tmp_path):
     out = tmp_path / "labels.csv"
     export_csv(run, out)
     assert "\\u001b" in out.read_text() and not _raw_controls(out.read_text())
+
+
+def test_an_id_with_a_newline_stays_on_one_line_in_a_table(tmp_path):
+    """`views` prints each passage's turn id in a table cell: a newline in it is shown as \\u000a."""
+    import orjson
+    from typer.testing import CliRunner
+
+    from derivaudit.cli import app
+    from derivaudit.safe import escape_id
+
+    assert escape_id("t1\nFAKE ROW\t[red]x") == "t1\\u000aFAKE ROW\\u0009\\[red]x"
+    rows = [{"type": "turn", "conversation_id": "c", "turn_id": "t1\nFAKE", "order": 0, "speaker": "A",
+             "text": "we moved to Porto"},
+            {"type": "write", "write_id": "w1", "conversation_id": "c", "text": "A moved to Porto",
+             "citations": ["t1\nFAKE"], "last_seen_turn": "t1\nFAKE"}]
+    log = tmp_path / "ids.jsonl"
+    log.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    r = CliRunner().invoke(app, ["views", str(log)])
+    assert r.exit_code == 0, r.output
+    assert "t1\\u000aFAKE" in r.output and "\nFAKE" not in r.output

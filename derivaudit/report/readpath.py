@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..safe import dumps as json_dumps
-from ..safe import escape
+from ..safe import escape, escape_id
 from .text import md_escape
 
 _ECHO_ROWS = (
@@ -57,7 +57,7 @@ def print_echo(console: Console, doc: dict[str, Any]) -> None:
         for r in doc["corrections"]:
             both = (lambda n, r=r: f"{_fmt(r[n + '_logged'])} → {_fmt(r[n + '_fpa'])}") if fpa else \
                 (lambda n, r=r: _fmt(r[n + "_logged"]))
-            c.add_row(escape(r["write_id"]), escape(", ".join(r["supersedes"])), str(len(r["old"])),
+            c.add_row(escape_id(r["write_id"]), escape(", ".join(r["supersedes"])), str(len(r["old"])),
                       f"{r['reads_before']} / {r['reads_after']}", both("density"), both("wep"), both("rri"))
         console.print(c)
     f = Table(title="Largest families", title_justify="left")
@@ -125,7 +125,7 @@ def print_overlap(console: Console, doc: dict[str, Any]) -> None:
             r.add_column(col)
         for x in risky[:20]:
             mt = x["memtrim"]
-            r.add_row(escape(x["read_id"]), f"{x['top_overlap']:.2f}", x.get("case") or "",
+            r.add_row(escape_id(x["read_id"]), f"{x['top_overlap']:.2f}", x.get("case") or "",
                       "" if x["correct"] is None else str(x["correct"]).lower(),
                       escape(", ".join(f"{k}: {v}" for k, v in mt["outcomes"].items())) if mt else "")
         console.print(r)

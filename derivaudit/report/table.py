@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..safe import escape
+from ..safe import escape, escape_id
 from .build import answer_key, flagged
 from .text import change_rows, confusion_rows, gold_rows, review_rows
 
@@ -263,6 +263,7 @@ def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
     if bad:
         out.print(f"[bold]Unsupported or contradicted after expansion[/bold] ({len(bad)}):")
         for w in bad[:top]:
-            out.print(f"  {escape(w['expanded_label'])} {escape(w['write_id'])}: {escape(' '.join(w['text'].split()))}")
+            text = escape(" ".join(w["text"].split()))
+            out.print(f"  {escape(w['expanded_label'])} {escape_id(w['write_id'])}: {text}")
         if len(bad) > top:
             out.print(f"  ... and {len(bad) - top} more (--format csv or export for all)")
