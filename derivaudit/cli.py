@@ -218,6 +218,7 @@ SkipInvalid = Annotated[bool, typer.Option("--skip-invalid", help="Skip bad reco
 
 
 @app.command()
+@handles_bad_input
 def validate(
     files: Files,
     history: History = None,
@@ -596,6 +597,7 @@ app.add_typer(cache_app, name="cache")
 
 
 @cache_app.command("stats")
+@handles_bad_input
 def cache_stats(format: Annotated[Fmt, typer.Option("--format")] = Fmt.table) -> None:
     """Entries and size of the result cache, by backend, model and kind."""
     from .models.cache import ResultCache
@@ -612,6 +614,7 @@ def cache_stats(format: Annotated[Fmt, typer.Option("--format")] = Fmt.table) ->
 
 
 @cache_app.command("clear")
+@handles_bad_input
 def cache_clear(
     model: Annotated[str | None, typer.Option("--model", help="Only entries whose model contains this.")] = None,
 ) -> None:

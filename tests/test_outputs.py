@@ -203,3 +203,16 @@ def test_json_outputs_escape_every_control_and_bidi_character(tmp_path):
         assert ch.encode() not in raw
     assert b"\\u009b" in raw and b"\\u202e" in raw
     assert orjson.loads(raw.splitlines()[0])["text"] == nasty
+
+
+def test_a_full_tmpdir_is_one_line_and_exit_2(tiny_fs, tmp_path):
+    """The spill database of `validate` lives in $TMPDIR: when it fills, sqlite says 'database or
+    disk is full'; the user gets that, the hint, and exit 2, no traceback."""
+    import sys
+
+    log = tmp_path / "big.jsonl"
+    _big_log(log, turns=20_000, writes=10)
+    p = subprocess.run([sys.executable, "-m", "derivaudit", "validate", str(log)], capture_output=True, text=True,
+                       env={**os.environ, "TMPDIR": str(tiny_fs)}, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "full" in p.stderr and "TMPDIR" in p.stderr
