@@ -12,6 +12,7 @@ import gzip
 import json
 import os
 import re
+import stat
 import tempfile
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -784,14 +785,19 @@ def check_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
     be written. Raises OutputError."""
     path = Path(path)
     real = Path(os.path.realpath(path))
+    try:
+        st = os.stat(path)  # follows links, also those realpath cannot name (/proc/self/fd/1 -> pipe:[…])
+    except OSError:
+        st = None
     for i in inputs:
-        if os.path.exists(i) and os.path.realpath(i) == str(real):
+        if os.path.exists(i) and (os.path.realpath(i) == str(real)
+                                  or st is not None and os.path.samefile(i, path) and stat.S_ISREG(st.st_mode)):
             raise OutputError(f"{path}: this output is also an input ({i}); it would be overwritten. "
                               "Write the output elsewhere")
-    if real.is_dir():
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise OutputError(f"{path}: is a directory; name a file to write")
-    if real.exists() and not real.is_file():
-        return real  # a FIFO or a device: written in place, as a stream
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return path  # a FIFO, a device, a socket: written in place, as a stream
     folder = real.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -811,7 +817,7 @@ def atomic_writer(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
     no temp file and raises OutputError naming the path and the cause."""
     shown = Path(path)
     target = check_output(shown)
-    if target.exists() and not target.is_file():
+    if target.exists() and not target.is_file():  # also a link to one: opened through the link
         try:
             with open(target, mode) as fh:
                 yield fh
