@@ -1,5 +1,6 @@
 """Where a write's model work goes in `scan`: prompt tokens computed, tokens generated and seconds
-per phase (decomposition, D, E/R over the passages and over null passages, subsets, adjudication),
+per phase (decomposition, D, E/R over the passages and over null passages, subsets, the slot check,
+adjudication),
 for the first N writes of a conversation.
 
 Usage: python benchmarks/bench_tokens.py [--writes 4] [--conversation conv-26] [--backend llamacpp]
@@ -67,7 +68,7 @@ def main() -> None:
     nulls = {ann.passages_block(ann.null_passages(n)) for n in range(1, 200)}
 
     def score_all(reqs):
-        if phase[0] == "subsets":  # counted by the subsets wrapper
+        if phase[0] in ("subsets", "slot check"):  # counted by their own wrappers
             return orig_score_all(reqs)
         kinds: dict[str, list] = {}
         for i, (_b, p) in enumerate(reqs):
@@ -83,6 +84,7 @@ def main() -> None:
 
     ann.score_all = score_all
     ann._check_subsets = wrap("subsets", ann._check_subsets)
+    ann._slot_checks = wrap("slot check", ann._slot_checks)
     adj = ann.adjudicate
 
     def adjudicate(*a, **k):
