@@ -130,6 +130,7 @@ def parse_obligations(write: Write, text: str, dropped: list[str] | None = None)
             continue
         found.append((kind, sub, body))
     unique = list(dict.fromkeys(found))
+    unique = _drop_one_sided_relations(unique, dropped)
     if not any(k == "fact" for k, _, _ in unique):
         raise DecompositionError("no FACT obligation about this record (each must share a content word with it)")
     said = {_stem(w) for _, _, body in unique for w in tokenize(body)}
@@ -140,6 +141,32 @@ def parse_obligations(write: Write, text: str, dropped: list[str] | None = None)
 
 
 _NAME = re.compile(r"\b[A-Z][\w'-]*")
+# The words a relation line uses to state the link itself ("X is the reason Y", "X is meant to Y").
+_RELATION_WORDS = frozenset(_w for _w in (
+    "reason", "meant", "part", "support", "supported", "supports", "cause", "caused", "causes", "purpose",
+    "link", "linked", "related", "result", "resulted", "led", "lead", "leads", "due", "thanks", "goal"))
+
+
+def _drop_one_sided_relations(found: list[tuple[str, str | None, str]],
+                              dropped: list[str] | None) -> list[tuple[str, str | None, str]]:
+    """A RELATION is a link the record draws between two claims (the decomposition prompt's own
+    definition). A relation line whose content, beside its linking words, is all in one other
+    obligation links that claim to nothing ("The new job is the reason Andrew started a new job",
+    "RELATION (sequence): Andrew started his job in February 2023"): it is left out (kept in
+    `dropped`), and the claim it repeats stays audited as that obligation."""
+    def stems(body: str) -> set[str]:
+        return {_stem(w) for w in tokenize(body) if w not in _RELATION_WORDS}
+
+    own = [stems(body) for _, _, body in found]
+    keep = []
+    for i, (kind, sub, body) in enumerate(found):
+        if kind == "relation" and any(j != i and found[j][0] != "relation" and own[i] <= own[j]
+                                      for j in range(len(found))):
+            if dropped is not None:
+                dropped.append(f"RELATION ({sub}): {body}  [links one claim to nothing: it repeats another line]")
+            continue
+        keep.append((kind, sub, body))
+    return keep
 
 
 def _stem(word: str) -> str:

@@ -96,6 +96,19 @@ def test_ungrounded_lines_are_dropped_and_kept_for_inspection():
     assert dropped == ["FACT: Dana moved to Denver."]
 
 
+def test_a_relation_that_links_one_claim_to_nothing_is_dropped():
+    """A relation links two claims; one whose content is all in another line repeats that claim."""
+    w = Write("m", "c", "Andrew started a new job as a Financial Analyst.", ("t1",), "t1")
+    dropped = []
+    obs = parse_obligations(w, "FACT: Andrew started a new job.\nFACT: Andrew is a Financial Analyst.\n"
+                               "RELATION (cause): The new job is the reason Andrew started a new job.", dropped)
+    assert [o.kind for o in obs] == ["fact", "fact"] and "links one claim to nothing" in dropped[0]
+    # a link between two claims stays: neither fact holds all of it
+    obs = parse_obligations(W, "FACT: The user moved to Boston.\nFACT: The user has a new job.\n"
+                               "RELATION (cause): The new job is the reason the user moved to Boston.")
+    assert [o.kind for o in obs] == ["fact", "fact", "relation"]
+
+
 def test_an_obligation_list_that_leaves_out_part_of_the_record_is_refused():
     w = Write("m", "c", "Melanie ran the charity race because her doctor told her to exercise.", ("t1",), "t1")
     with pytest.raises(DecompositionError, match="leave out what the record says with: doctor, told, exercise"):
