@@ -13,10 +13,11 @@ from .safe import cell
 
 
 def _prims(p: dict[str, Any] | None, passages: list[str]) -> dict[str, Any]:
-    """D/E/R answers and the implying passages as turn ids of the view."""
+    """D/E/R answers, the slot check (S: None where not asked; a yes is also an R yes) and the
+    implying passages as turn ids of the view."""
     if not p:
-        return {"D": None, "E": None, "R": None, "E_turns": None, "R_turns": None}
-    return {"D": p["d"], "E": p["e"], "R": p["r"],
+        return {"D": None, "E": None, "R": None, "S": None, "E_turns": None, "R_turns": None}
+    return {"D": p["d"], "E": p["e"], "R": p["r"], "S": p.get("s"),
             "E_turns": " ".join(passages[n - 1] for n in p["e_subset"]),
             "R_turns": " ".join(passages[n - 1] for n in p["r_subset"])}
 

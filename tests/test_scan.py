@@ -120,7 +120,7 @@ def test_export_csv(scanned, tmp_path):
     out2 = tmp_path / "obl.csv"
     assert runner.invoke(app, ["export", str(run), str(out2), "--level", "obligation"]).exit_code == 0
     orows = list(csv.DictReader(out2.open()))
-    assert {"A_D", "A_E", "A_R", "A_E_turns", "B_D", "adjudicator_D", "label", "obligation"} <= set(orows[0])
+    assert {"A_D", "A_E", "A_R", "A_S", "A_E_turns", "B_D", "adjudicator_D", "label", "obligation"} <= set(orows[0])
     assert {"E_turns", "R_turns"} <= set(rows[0])
     r = runner.invoke(app, ["export", str(tmp_path / "nope"), str(tmp_path / "x.csv")])
     assert r.exit_code == 2 and "missing" in r.output
