@@ -106,3 +106,18 @@ def test_calibrating_several_annotators_at_once_gives_each_its_own_thresholds(fi
     assert n_slot and n_slot % 3 == 0
     # E and R on E items, R on R items, S on S items
     assert len(be.seen) == 3 * (2 * (2 * n_items // 3) + n_items // 3 + n_slot)
+
+
+def test_slot_items_change_the_value_of_a_passage_and_keep_it_for_the_negatives(fixtures):
+    from derivaudit.calibrate import build_slot_items
+
+    log = load_log(fixtures / "memories.jsonl")
+    items = build_slot_items(log, n=4)
+    assert items and len(items) % 3 == 0 and items == build_slot_items(log, n=4)  # deterministic
+    for pos, same, other in zip(items[::3], items[1::3], items[2::3], strict=True):
+        assert (pos.positive, same.positive, other.positive) == (True, False, False)
+        assert pos.passages == same.passages == other.passages and len(pos.passages) == 1
+        (t,) = pos.passages
+        assert same.slot.value in t.text and pos.slot.value not in t.text  # its own value / a changed one
+        assert pos.statement == same.statement.replace(same.slot.value, pos.slot.value, 1)
+        assert pos.slot.name == same.slot.name and t.text not in other.statement
