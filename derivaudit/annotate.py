@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -539,7 +540,7 @@ def _slot_checks(jobs: Sequence[_Job], wanted: Callable[[int, str], bool], index
     the same count. A yes feeds R (same subject and event, something else stated: seed 004's
     refutation), with the passages as its subset and a note; the label rule is unchanged."""
     todo = [job for job in jobs if job.item.slot is not None and job.item.passages and not job.prim.r
-            and wanted(index[id(job)], "s")]
+            and wanted(index[id(job)], "s") and math.isfinite(job.thresholds.get("s", 0.0))]
     if not todo:
         return
     chosen = [_slot_passages(job.item, job.prim) for job in todo]

@@ -255,6 +255,31 @@ def usable(th: Threshold) -> float:
     return th.value if math.isfinite(th.value) else 0.0
 
 
+MIN_AUC = 0.6  # below it an annotator cannot separate its own calibration items for a primitive
+
+
+def separates(t: Threshold | None) -> bool:
+    """The annotator tells its own positives from negatives for this primitive (AUC >= MIN_AUC and
+    some true positive at the target false-positive rate)."""
+    return t is not None and t.auc is not None and t.auc >= MIN_AUC and bool(t.tpr)
+
+
+def slot_check_off(cals: Sequence[dict[str, Any]]) -> str | None:
+    """Why the slot check is not used in this scan, or None when it is. It is a two-annotator
+    primitive like E and R: it is used only when both annotators separate their own S items; a
+    judge that cannot (Qwen2.5-Coder-1.5B on LoCoMo: AUC 0.60 and 0.39) would add noise yeses, so
+    its labels are what E and R give, and the report says so."""
+    for role, cal in zip(("A", "B"), cals, strict=False):
+        t = cal["thresholds"].get("s")
+        if t is None:
+            return "the log gives no calibration items for it (no turn states a time or a count)"
+        if not separates(t):
+            auc = "n/a" if t.auc is None else f"{t.auc:.2f}"
+            return (f"annotator {role} cannot separate its own calibration items for it (AUC {auc}, TPR at FPR "
+                    f"<= {cal['target_fpr']:.2f} {t.tpr or 0:.2f}); a stronger judge may")
+    return None
+
+
 def health_warning(role: str, cal: dict[str, Any]) -> str | None:
     """A loud warning when an annotator cannot separate its own calibration items, or when the log
     gave none to calibrate on (a different problem, with a different remedy)."""
@@ -263,7 +288,8 @@ def health_warning(role: str, cal: dict[str, Any]) -> str | None:
                 f"{MIN_WORDS}+-word turns in a window of 8 consecutive turns and statements from another "
                 "conversation or from 16+ turns later), so E and R are read at argmax (log-odds > 0), "
                 "where small models say yes too often; scan a larger log for calibrated labels")
-    weak = [k.upper() for k, t in cal["thresholds"].items() if t.auc is None or t.auc < 0.6 or not t.tpr]
+    # S is switched off, not trusted, when it cannot separate (slot_check_off): no warning here
+    weak = [k.upper() for k, t in cal["thresholds"].items() if k != "s" and not separates(t)]
     if not weak:
         return None
     return (f"annotator {role} cannot separate its own calibration items for {', '.join(weak)} "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -239,7 +240,14 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
             x.thresholds = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
             health[x.role] = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()},
                               "warning": calibrate.health_warning(x.role, cal)}
+        slot_off = calibrate.slot_check_off(cals[:2])
+    else:
+        slot_off = "not calibrated (--no-calibrate): the slot check is only used at calibrated thresholds"
+    for x in (a, b, adj):
+        if slot_off:
+            x.thresholds["s"] = math.inf  # never asked (annotate skips an unreachable threshold)
     meta["calibration"] = health
+    meta["slot_check"] = "on" if not slot_off else f"off: {slot_off}"
     progress("calibration", 1, 1)
     timings["calibration"] = round(time.time() - t0, 3)
 
@@ -287,6 +295,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
     Stage(run, "labels", _fp(fp_prim), meta).finish(labels)
     report = scope_report(labels, prim_rows, decs)
     report["calibration"] = health
+    report["slot_check"] = meta["slot_check"]
     report["run"] = {"writes": len(writes), "conversations": len({w.conversation_id for w in writes}),
                      "skipped_records": len(log.skipped), "seconds": round(time.time() - started, 2),
                      "judged_by": {x.role: f"{x.backend.identity().get('model')} ({x.backend.name})"

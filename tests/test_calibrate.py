@@ -121,3 +121,19 @@ def test_slot_items_change_the_value_of_a_passage_and_keep_it_for_the_negatives(
         assert same.slot.value in t.text and pos.slot.value not in t.text  # its own value / a changed one
         assert pos.statement == same.statement.replace(same.slot.value, pos.slot.value, 1)
         assert pos.slot.name == same.slot.name and t.text not in other.statement
+
+
+def test_the_slot_check_is_used_only_when_both_annotators_separate_their_s_items():
+    from derivaudit.calibrate import Threshold, slot_check_off
+
+    good, weak = Threshold(0.4, 0.1, 0.5, 0.8, 24, 48), Threshold(0.3, 0.1, 0.1, 0.39, 24, 48)
+
+    def cal(s):
+        return {"thresholds": {"e": good, "r": good, **({"s": s} if s else {})}, "target_fpr": 0.1}
+
+    assert slot_check_off([cal(good), cal(good)]) is None
+    assert "annotator B cannot separate" in slot_check_off([cal(good), cal(weak)]) and "AUC 0.39" in \
+        slot_check_off([cal(good), cal(weak)])
+    assert "no calibration items" in slot_check_off([cal(None), cal(good)])
+    no_tp = Threshold(0.9, 0.0, 0.0, 0.7, 24, 48)
+    assert "annotator A" in slot_check_off([cal(no_tp), cal(good)])

@@ -179,3 +179,11 @@ def test_the_adjudicator_settles_a_disputed_slot_check_blinded():
     assert asked and all("different quantity: yes" in p.task and "different quantity: no" in p.task for p in asked)
     assert "Audrey" not in asked[0].task.split("Assessment 1")[1].split("They disagree")[0]
     assert adj.s is True and adj.r is True
+
+
+def test_a_slot_check_switched_off_is_never_asked():
+    import math
+
+    x, be = _slot_run("Audrey has had her dogs for five years.", thresholds={"s": math.inf})
+    assert x.final.s is None and x.label == "insufficient"
+    assert not any("Its quantity" in p.task or "The quantity it states" in p.task for p in be.seen)

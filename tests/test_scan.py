@@ -40,6 +40,12 @@ def test_scan_files_and_invariants(scanned):
     for name in ("meta.json", "views.jsonl", "obligations.jsonl", "primitives.jsonl", "labels.jsonl", "scope.json"):
         assert (run / name).exists(), name
     assert not list(run.glob("*.partial.jsonl"))
+    # the slot check says whether it was used and, if not, why (SmolLM2 cannot separate its S items)
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["slot_check"] == report["slot_check"] and report["slot_check"].startswith(("on", "off: "))
+    if report["slot_check"] != "on":
+        assert all(p[w] is None or p[w]["s"] is None for p in read_jsonl(run / "primitives.jsonl")
+                   for w in ("A", "B", "adjudicator"))
     labels = read_jsonl(run / "labels.jsonl")
     assert len(labels) == N
     allowed = {"supported", "unsupported", "contradicted", "ambiguous"}

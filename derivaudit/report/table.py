@@ -190,6 +190,8 @@ def print_scope(out: Console, report: dict[str, Any]) -> None:
     out.print(f"annotator agreement: {kap}; adjudicated {ag['adjudicated']}/{ag['items']} "
               f"({_pct(ag['adjudication_rate'])})")
     print_health(out, report.get("calibration"))
+    if report.get("slot_check"):
+        out.print(f"slot check (a different time, place, count or person): {escape(report['slot_check'])}")
     print_gold(out, report.get("gold"))
     print_review(out, report.get("review"))
     print_rubric(out, report.get("rubric"))
