@@ -2,11 +2,14 @@
 
 Each importer is one module with a `convert(path) -> ImportResult` function, registered by name
 in IMPORTERS ("module:function", imported only when chosen). A source problem (a malformed id, a
-write that cannot be placed in history) is returned as a `Problem`, never guessed around.
+write that cannot be placed in history) is returned as a `Problem`, never guessed around. A module
+whose source holds conversations but no memories says so with `HOLDS_WRITES = False` (an import
+without writes is then not an error), and may tag each row with its place in the input (`ORIGIN`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,9 +111,6 @@ IMPORTERS = Registry("importer", {
 })
 
 
-NO_WRITES = {"openai-agents"}  # the turn side only: its stores hold no memory
-
-
 def importers() -> Registry:
     return IMPORTERS
 
@@ -158,7 +158,8 @@ def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: 
     problems = res.problems + [_at_source(p, str(out), str(path), origins) for p in problems]
     if problems and not skip_invalid:
         raise LogError(problems)
-    if not log.writes and not problems and not allow_empty and source not in NO_WRITES:
+    holds_writes = getattr(sys.modules[fn.__module__], "HOLDS_WRITES", True)  # False: the turn side only
+    if not log.writes and not problems and not allow_empty and holds_writes:
         why = res.notes.get("note") or "the source holds no memory write this importer can read"
         raise LogError([Problem(str(path), None, None, "no_writes",
                                 f"no memory write imported: {why} (--allow-empty writes the turns alone)")])

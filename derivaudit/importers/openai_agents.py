@@ -25,6 +25,8 @@ from ..io import LogError
 from ..records import Problem
 from . import ImportResult, content_text, open_sqlite, text_or_none
 
+HOLDS_WRITES = False  # the SDK stores conversations, not memories: an import without writes is normal
+
 
 def convert(path: str | Path) -> ImportResult:
     f = str(path)
