@@ -28,6 +28,7 @@ from . import slots, templates
 from .evidence import STOP_WORDS, tokenize
 from .models.base import Backend, Prompt, Score, Verdict
 from .records import Turn, Write
+from .stats import clears
 from .views import passage_line
 
 KINDS = ("fact", "relation", "qualifier")
@@ -422,7 +423,7 @@ class _Job:
 
 def _clears(logodds: float, th: float) -> bool:
     """At or above the threshold; at the argmax default (0) a tie is not a yes."""
-    return logodds > th if th == 0.0 else logodds >= th
+    return clears(logodds, th)
 
 
 def _decide(job: _Job, which: str, s: Score, null: Score | None) -> bool | None:

@@ -30,7 +30,7 @@ from typing import Any
 from . import templates
 from .models.base import Backend, Prompt
 from .records import MemoryLog, Write
-from .stats import balanced_resamples, conversation_draws, percentile_interval
+from .stats import balanced_resamples, clears, conversation_draws, percentile_interval
 
 KINDS = {"temporal": "drift_time", "modality": "drift_modality"}
 AGAINST = ("root", "parent")
@@ -118,8 +118,7 @@ def judge(backend: Backend, pairs: Sequence[Pair], threshold: float = 0.0, chunk
             for j, kind in enumerate(KINDS):
                 s = scores[len(KINDS) * i + j]
                 row[f"{kind}_score"] = s.logodds
-                row[kind] = None if s.logodds is None else (
-                    s.logodds > threshold if threshold == 0.0 else s.logodds >= threshold)
+                row[kind] = None if s.logodds is None else clears(s.logodds, threshold)
             rows.append(row)
         progress("drift", len(part), len(pairs))
     return rows

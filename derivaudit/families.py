@@ -29,6 +29,7 @@ from .io import LogError, atomic_writer, read_objects, write_jsonl
 from .models.base import Backend
 from .records import MemoryLog, Problem
 from .safe import dumps as json_dumps
+from .stats import clears
 
 EVIDENCE = ("local", "distributed")
 CONTROLS = ("no_relation", "swapped_premises")
@@ -213,7 +214,7 @@ def run(built: str | Path, backend: Backend, views: Sequence[str] = ("holistic",
         cases = [Case(f"{it['family_id']}", "families", it["memory"], "expanded", it["passages"],
                       Memory(it["memory"], obligations.get(it["memory"], [])), None) for it in items]
         for it, (score, _) in zip(items, score_cases(backend, cases, v), strict=True):
-            accepted = None if score is None else (score > threshold if threshold == 0.0 else score >= threshold)
+            accepted = None if score is None else clears(score, threshold)
             rows.append({**{k: it[k] for k in ("family_id", "evidence", "version", "control", "expected")},
                          "view": view, "score": score, "accepted": accepted})
         progress("scoring", 1, len(views))

@@ -25,6 +25,7 @@ from typing import Any
 from .models import Backend, default_backend, default_model, load_backend
 from .records import Write
 from .replay import Case, qa_pairs, score_cases
+from .stats import clears
 from .views import Memory, get_view
 
 SPLITS = ("decompose", "record")
@@ -75,7 +76,7 @@ def admit(record: str, passages: Sequence[str | dict[str, Any]], *, view: str = 
     ((score, parts, details),) = score_cases(be, [case], v, combine, details=True)
     failed = [x for x in details if not x.ok]
     deciding = failed[0] if failed else min(details, key=lambda x: x.logodds)  # a split view passes only if all do
-    decision = None if score is None else (score > threshold if threshold == 0.0 else score >= threshold)
+    decision = None if score is None else clears(score, threshold)
     return {"view": view, "score": score, "parts": parts, "threshold": threshold, "decision": decision,
             "obligations": [list(o) for o in memory.obligations], "qa": [list(q) for q in memory.qa],
             "verdict": deciding.to_dict(), "model": be.identity(), "split": split}

@@ -128,3 +128,9 @@ def cohen_kappa(x: Sequence[Any], y: Sequence[Any]) -> float | None:
     if pe == 1:
         return 1.0 if po == 1 else None
     return (po - pe) / (1 - pe)
+
+
+def clears(score: float, threshold: float) -> bool:
+    """The accept rule everywhere a score meets a threshold: at or above a fitted threshold; at the
+    argmax default (0) a tie is not a yes (log p(yes) = log p(no) says nothing)."""
+    return score > threshold if threshold == 0.0 else score >= threshold
