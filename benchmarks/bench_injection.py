@@ -36,7 +36,8 @@ from derivaudit import load_log  # noqa: E402
 from derivaudit.annotate import decompose  # noqa: E402
 from derivaudit.evidence import build_views  # noqa: E402
 from derivaudit.models import load_backend  # noqa: E402
-from derivaudit.replay import Case, auc, score_cases  # noqa: E402
+from derivaudit.replay import Case, score_cases  # noqa: E402
+from derivaudit.stats import auc  # noqa: E402
 from derivaudit.views import Memory, get_view  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

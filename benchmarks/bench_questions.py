@@ -33,7 +33,7 @@ from derivaudit.evidence import build_views  # noqa: E402
 from derivaudit.gold import CATEGORIES  # noqa: E402
 from derivaudit.models import ModelPool  # noqa: E402
 from derivaudit.models.base import Prompt  # noqa: E402
-from derivaudit.replay import auc  # noqa: E402
+from derivaudit.stats import auc  # noqa: E402
 
 SUPPORTED = {"citation-supported", "provenance-repaired"}
 

@@ -109,7 +109,7 @@ def child(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    from derivaudit.replay import auc
+    from derivaudit.stats import auc
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")

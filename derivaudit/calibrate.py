@@ -30,7 +30,7 @@ from typing import Any
 from . import slots
 from .models.base import Backend, Prompt
 from .records import MemoryLog, Turn
-from .replay import auc
+from .stats import auc
 
 TARGET_FPR = 0.10
 MIN_WORDS = 6  # a passage must say something to become a statement

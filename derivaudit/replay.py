@@ -23,7 +23,7 @@ from typing import Any
 
 from . import runs, templates
 from .models.base import Backend, Prompt, Score
-from .stats import balanced_resamples, conversation_draws, percentile_interval
+from .stats import auc, balanced_resamples, conversation_draws, percentile_interval
 from .views import Memory, View, evidence_block, get_view
 
 CANONICAL = {
@@ -106,18 +106,6 @@ def near_binary(scores: Sequence[float]) -> bool:
 
 
 # ---------------------------------------------------------------- metrics
-
-
-def auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
-    """Probability that a random valid memory outscores a random unsupported one (ties count half)."""
-    import numpy as np
-
-    if not pos or not neg:
-        return None
-    ns = np.sort(np.asarray(neg, dtype=float))
-    ps = np.asarray(pos, dtype=float)
-    below, upto = np.searchsorted(ns, ps, "left"), np.searchsorted(ns, ps, "right")
-    return float((below + 0.5 * (upto - below)).sum() / (len(pos) * len(neg)))
 
 
 def _balanced(rows: Sequence[dict[str, Any]], truth: bool) -> float | None:

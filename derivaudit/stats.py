@@ -134,3 +134,15 @@ def clears(score: float, threshold: float) -> bool:
     """The accept rule everywhere a score meets a threshold: at or above a fitted threshold; at the
     argmax default (0) a tie is not a yes (log p(yes) = log p(no) says nothing)."""
     return score > threshold if threshold == 0.0 else score >= threshold
+
+
+def auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
+    """Probability that a random valid memory outscores a random unsupported one (ties count half)."""
+    import numpy as np
+
+    if not pos or not neg:
+        return None
+    ns = np.sort(np.asarray(neg, dtype=float))
+    ps = np.asarray(pos, dtype=float)
+    below, upto = np.searchsorted(ns, ps, "left"), np.searchsorted(ns, ps, "right")
+    return float((below + 0.5 * (upto - below)).sum() / (len(pos) * len(neg)))

@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from derivaudit import admit, runs
 from derivaudit.cli import app
 from derivaudit.replay import (
-    auc,
     balanced_fpr,
     combine,
     crossfit_thresholds,
@@ -23,6 +22,7 @@ from derivaudit.replay import (
     pick_threshold,
 )
 from derivaudit.runs import read_jsonl
+from derivaudit.stats import auc
 from derivaudit.views import VIEWS, Memory, evidence_block
 
 runner = CliRunner()
