@@ -147,7 +147,7 @@ def judge_versions(backend: Backend, pairs: Sequence[Pair], progress: Callable[[
                    = lambda *_: None) -> list[dict[str, Any]]:
     """The `versions` method: each distinct text's status (done / planned / possible, from the
     options' log-odds) and time expression, then the pairs compared."""
-    from .probe import _option_probs
+    from .models.base import option_probs
 
     texts = list(dict.fromkeys(t for p in pairs for t in (p.earlier, p.write.text)))
     letters = "ABC"
@@ -156,7 +156,7 @@ def judge_versions(backend: Backend, pairs: Sequence[Pair], progress: Callable[[
     scores = backend.score(prompts)
     status: dict[str, tuple[str | None, list[float] | None]] = {}
     for i, t in enumerate(texts):
-        probs = _option_probs([s.logodds for s in scores[3 * i : 3 * i + 3]])
+        probs = option_probs([s.logodds for s in scores[3 * i : 3 * i + 3]])
         status[t] = (None if probs is None else STATUS[max(range(3), key=lambda k, p=probs: p[k])], probs)
     progress("drift", len(pairs) // 2, len(pairs))
     gens = backend.generate([Prompt("", templates.render("drift_when", text=t)) for t in texts], max_new_tokens=16)

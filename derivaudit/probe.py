@@ -18,7 +18,6 @@ distorted (index)}, {kind: "only", question, options, correct}].
 from __future__ import annotations
 
 import itertools
-import math
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 from . import templates
 from .io import LogError, read_objects
-from .models.base import Backend, Prompt
+from .models.base import Backend, Prompt, option_probs
 from .records import Problem
 
 CONDITIONS = ("correct", "distorted", "empty")
@@ -112,15 +111,6 @@ def _prompts(item: dict[str, Any], condition: str, query: dict[str, Any], order:
             for i in range(len(order))]
 
 
-def _option_probs(logodds: Sequence[float | None]) -> list[float] | None:
-    """Each letter's share of the options' probability, from its log-odds against the others."""
-    if any(x is None for x in logodds):
-        return None
-    sig = [1 / (1 + math.exp(-x)) if x > -700 else 0.0 for x in logodds]  # type: ignore[operator]
-    total = sum(sig)
-    return [s / total for s in sig] if total else None
-
-
 def run(path: str | Path, backend: Backend, *, runs: int = 3, reps: int = 1000, seed: int = 0,
         progress: Callable[[str, int, int], None] = lambda *_: None) -> dict[str, Any]:
     """Answer every query under every slot condition over all option orders and `runs` runs."""
@@ -141,7 +131,7 @@ def run(path: str | Path, backend: Backend, *, runs: int = 3, reps: int = 1000, 
                 avg = [0.0] * k
                 picks, used = [], 0
                 for j, order in enumerate(owner):
-                    probs = _option_probs([s.logodds for s in scores[j * k : (j + 1) * k]])
+                    probs = option_probs([s.logodds for s in scores[j * k : (j + 1) * k]])
                     if probs is None:
                         continue
                     used += 1

@@ -203,3 +203,13 @@ class Backend(ABC):
 
 class BackendError(RuntimeError):
     """A backend cannot run: missing optional package, unreachable server, bad model path."""
+
+
+def option_probs(logodds: Sequence[float | None]) -> list[float] | None:
+    """Each option letter's share of the options' probability, from its log-odds against the other
+    letters (a multiple-choice question read one letter at a time); None if one could not be scored."""
+    if any(x is None for x in logodds):
+        return None
+    sig = [1 / (1 + math.exp(-x)) if x > -700 else 0.0 for x in logodds]  # type: ignore[operator]
+    total = sum(sig)
+    return [s / total for s in sig] if total else None
