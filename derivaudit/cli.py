@@ -359,7 +359,7 @@ ReadPathOut = Annotated[Path | None, typer.Option("-o", "--output", help="Write 
 def echo(
     files: Files,
     history: History = None,
-    k: Annotated[int, typer.Option("--k", min=1, help="Retrieval slots counted per read (seed 003: 5).")] = 5,
+    k: Annotated[int, typer.Option("--k", min=1, help="Retrieval slots counted per read (Memory Echo paper: 5).")] = 5,
     window: Annotated[int, typer.Option("--window", min=1, help="Reads after a correction that WEP averages.")] = 30,
     serve: Annotated[str | None, typer.Option("--serve", help="Also replay every logged candidate pool through a "
                                               "serving rule and compare: fpa (one record per family, "
@@ -370,7 +370,7 @@ def echo(
                        "when it holds (or when the metric has no value). Repeatable.")] = None,
     skip_invalid: SkipInvalid = False,
 ) -> None:
-    """Memory echo over read events (seed 003): families from provenance, Echo Density, RRI, WEP."""
+    """Memory echo over read events (the Memory Echo paper): families from provenance, Echo Density, RRI, WEP."""
     from .echo import SERVING, audit_echo
 
     if serve not in (None, *SERVING):
@@ -425,7 +425,7 @@ def overlap(
                        "when it holds (or when the metric has no value). Repeatable.")] = None,
     skip_invalid: SkipInvalid = False,
 ) -> None:
-    """Query–memory overlap over read events (seed 000): risky middle band, TA vs TD-Dup, MemTrim."""
+    """Query–memory overlap over read events (the MemTrim paper): risky middle band, TA vs TD-Dup, MemTrim."""
     from .overlap import audit_overlap, check_band
 
     try:
@@ -485,8 +485,8 @@ DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="transformers/vllm
                                               "CPUs with native bfloat16, else float32), float32, bfloat16, "
                                               "float16.")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", envvar="DERIVAUDIT_THREADS", min=1, help="llamacpp/"
-                                              "transformers: CPU threads (default: one per core that is not "
-                                              "busy when the model loads; see the README).")]
+                                              "transformers: CPU threads (default: one per core that other work "
+                                              "leaves free, re-read as it runs; see docs/models.md).")]
 BaseUrlOpt = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible server URL, e.g. "
                                                       "http://gpu1:8000/v1 (repeat for a fleet).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
@@ -626,7 +626,7 @@ def cache_clear(
 
 
 review_app = typer.Typer(help="Human review of the reference labels: a blinded, stratified sample out, the "
-                         "reviewers' answers back in (seed 004 §5).", no_args_is_help=True)
+                         "reviewers' answers back in (DerivAudit §5).", no_args_is_help=True)
 app.add_typer(review_app, name="review")
 
 
@@ -903,7 +903,7 @@ def drift(
     skip_invalid: SkipInvalid = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
-    """Temporal and modality drift of rewritten memories, per rewriting round (seed 004 §4.3)."""
+    """Temporal and modality drift of rewritten memories, per rewriting round (DerivAudit §4.3)."""
     from .drift import AGAINST, METHODS
     from .drift import drift as run_drift
     from .report.table import print_drift
@@ -948,7 +948,7 @@ def _write_html(path: Path | None, page: str, report: dict[str, Any]) -> None:
     err.print(f"wrote {escape(str(path))}")
 
 
-families_app = typer.Typer(help="Matched families with controls (seed 004 §3.2, App. E): does a verifier accept "
+families_app = typer.Typer(help="Matched families with controls (DerivAudit §3.2, App. E): does a verifier accept "
                            "compositions nothing supports?", no_args_is_help=True)
 app.add_typer(families_app, name="families")
 
@@ -962,7 +962,7 @@ def _family_errors(e: Any) -> NoReturn:
 @families_app.command("build")
 @handles_bad_input
 def families_build(
-    families_file: Annotated[Path, typer.Argument(help="Family file (JSONL, see the README).")],
+    families_file: Annotated[Path, typer.Argument(help="Family file (JSONL, see docs/commands.md).")],
     log: Annotated[Path, typer.Option("--log", help="A memory log whose conversations give the neutral "
                                       "padding turns.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Folder for items.jsonl and build.json.")],
@@ -1029,7 +1029,7 @@ def families_run(
 @app.command()
 @handles_bad_input
 def probe(
-    probes: Annotated[Path, typer.Argument(help="Probe items (JSONL, see the README).")],
+    probes: Annotated[Path, typer.Argument(help="Probe items (JSONL, see docs/commands.md).")],
     runs: Annotated[int, typer.Option("--runs", min=1, help="Repetitions of every option order.")] = 3,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
                                               "examples; no scripts, no network).")] = None,

@@ -42,7 +42,7 @@ from .safe import dumps as json_dumps
 SCHEMA_FILE = f"memory-log.v{SCHEMA_VERSION}.schema.json"
 MAX_DEPTH = 64  # nesting of arrays/objects in one line (a record is 2-3 deep; meta may nest more)
 MAX_ORDER = 2**53 - 1  # integers every JSON reader keeps exact
-# Input limits (README, "Limits"): a longer line, or a gzip stream that inflates past the size or
+# Input limits (docs/schema.md, "Limits"): a longer line, or a gzip stream that inflates past the size or
 # the ratio, is refused with exit 2 before it can fill memory or run for hours. Override with the
 # environment variables of the same names.
 MAX_LINE_BYTES = 64 * 2**20  # one record

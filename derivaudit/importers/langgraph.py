@@ -4,7 +4,7 @@ LangGraph keeps long-term memories in a store (`Item`: namespace, key, value, cr
 updated_at; LangMem's memory managers put `{"kind": ..., "content": ...}` values there) and the
 conversation in a checkpointer, per thread; nothing links an item to the messages it came from, and
 `put` overwrites, so only each item's latest version exists. The input is a JSON export of both
-(the README gives the few lines that write it):
+(docs/commands.md, `import`, gives the few lines that write it):
 
     {"items": [{"namespace": [...], "key", "value", "created_at", "updated_at"}, ...],
      "threads": [{"thread_id", "checkpoints": [{"ts", "messages": [...]}, ...]}, ...]}

@@ -171,7 +171,7 @@ def _ci(ci: Any) -> str:
 
 
 def print_scope(out: Console, report: dict[str, Any]) -> None:
-    t = Table(title="Evidence scope (expanded view unless noted; metric meanings in the README)",
+    t = Table(title="Evidence scope (expanded view unless noted; metric meanings in docs/method.md)",
               title_justify="left")
     t.add_column("metric", no_wrap=True)
     for col in ("conv-balanced", "write-weighted", "difference", "writes"):
