@@ -26,10 +26,17 @@ GOLD_VALUES = (*CATEGORIES, "ambiguous")
 PREDICTED = (*CATEGORIES, "ambiguous")
 
 
+def provenance_repaired(citation_label: str | None, expanded_label: str | None) -> bool:
+    """The one definition (DerivAudit §3.1: "insufficiently supported by its citations but
+    supported after history expansion"): any citation-only label but supported, expanded supported.
+    `category`, the write flag and the scope metric all use it."""
+    return expanded_label == "supported" and citation_label != "supported"
+
+
 def category(citation_label: str | None, expanded_label: str | None) -> str:
     """One category for a write from its citation-only and expanded-view memory labels."""
     if expanded_label == "supported":
-        return "citation-supported" if citation_label == "supported" else "provenance-repaired"
+        return "provenance-repaired" if provenance_repaired(citation_label, expanded_label) else "citation-supported"
     if expanded_label in ("unsupported", "contradicted"):
         return expanded_label
     return "ambiguous"

@@ -371,7 +371,7 @@ def label_writes(writes: Sequence[Write], views: Sequence[Views], decs: Sequence
             "citation_only": per_view["citation_only"], "expanded": per_view["expanded"],
             "category": gold.category(cit, exp),
             "gold": (w.meta or {}).get("gold"),
-            "provenance_repaired": cit == "unsupported" and exp == "supported",
+            "provenance_repaired": gold.provenance_repaired(cit, exp),
             "unresolved": exp == "unsupported" and v.search_limited,
             "multi_passage": exp == "supported" and len(used) > 1,
         })

@@ -12,7 +12,8 @@ import polars as pl
 SCOPE_METRICS: dict[str, tuple[pl.Expr, pl.Expr]] = {
     "citation_supported": (pl.col("citation_label") == "supported", pl.lit(True)),
     "expanded_supported": (pl.col("expanded_label") == "supported", pl.lit(True)),
-    "provenance_repaired": (pl.col("expanded_label") == "supported", pl.col("citation_label") == "unsupported"),
+    # gold.provenance_repaired: supported after expansion, among the writes their citations do not support
+    "provenance_repaired": (pl.col("expanded_label") == "supported", pl.col("citation_label") != "supported"),
     "unsupported": ((pl.col("expanded_label") == "unsupported") & ~pl.col("search_limited"), pl.lit(True)),
     "unresolved": ((pl.col("expanded_label") == "unsupported") & pl.col("search_limited"), pl.lit(True)),
     "contradicted": (pl.col("expanded_label") == "contradicted", pl.lit(True)),
@@ -22,7 +23,7 @@ SCOPE_METRICS: dict[str, tuple[pl.Expr, pl.Expr]] = {
 SCOPE_HELP = {
     "citation_supported": "supported by its citations alone",
     "expanded_supported": "supported with the BM25-expanded history",
-    "provenance_repaired": "share of citation-unsupported writes that expansion supports",
+    "provenance_repaired": "share of the writes their citations do not support that expansion supports",
     "unsupported": "unsupported after expansion (search not at its cap)",
     "unresolved": "insufficient after expansion on a search-limited write",
     "contradicted": "contradicted in the expanded view",

@@ -129,3 +129,13 @@ def test_a_run_without_gold_shows_no_gold_section(synth_run):
     r = runner.invoke(app, ["report", str(synth_run)])
     assert r.exit_code == 0 and "gold" not in r.stdout.lower()
     assert runner.invoke(app, ["report", str(synth_run), "--fail-if", "gold.accuracy<0.5"]).exit_code == 1
+
+
+@pytest.mark.parametrize("cit", ["unsupported", "contradicted", "ambiguous"])
+def test_provenance_repaired_is_one_rule_for_category_and_flag(cit):
+    from derivaudit.gold import provenance_repaired
+
+    assert provenance_repaired(cit, "supported") and category(cit, "supported") == "provenance-repaired"
+    assert not provenance_repaired("supported", "supported")
+    assert category("supported", "supported") == "citation-supported"
+    assert not provenance_repaired(cit, "unsupported")

@@ -53,7 +53,8 @@ def test_scan_files_and_invariants(scanned):
     for r in labels:
         assert r["citation_label"] in allowed and r["expanded_label"] in allowed
         if r["provenance_repaired"]:
-            assert r["citation_label"] == "unsupported" and r["expanded_label"] == "supported"
+            assert r["citation_label"] != "supported" and r["expanded_label"] == "supported"
+        assert r["provenance_repaired"] == (r["category"] == "provenance-repaired")  # one definition
         if r["unresolved"]:
             assert r["search_limited"] and r["expanded_label"] == "unsupported"
         assert r["search_limited"] == views[r["write_id"]]["search_limited"]
