@@ -26,6 +26,7 @@ from rank_bm25 import BM25Okapi
 
 from . import slots, templates
 from .evidence import STOP_WORDS, tokenize
+from .labels import MEMORY_PRECEDENCE, OBLIGATION_LABELS, memory_label, obligation_label  # noqa: F401
 from .models.base import Backend, Prompt, Score, Verdict
 from .records import Turn, Write
 from .stats import clears
@@ -34,7 +35,6 @@ from .views import passage_line
 KINDS = ("fact", "relation", "qualifier")
 RELATION_TYPES = ("cause", "purpose", "support-for", "part-of", "sequence", "comparison", "other")
 QUALIFIER_TYPES = ("timing", "modality", "quantity", "attribution")
-OBLIGATION_LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
 # E asks yes/no "do the passages show it is true?". R is a three-way choice (true / false / not said)
 # read as log p(false) - log p(true or not said): asked yes/no "...is false?", small models answer
 # whether the passages are relevant (SPEC, prototype), not whether they refute.
@@ -42,40 +42,11 @@ OBLIGATION_LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
 # person for the same event (slots.py)? A yes feeds R (see _slot_checks).
 QUESTIONS = {"e": "der_e", "r": "der_r3", "s": "der_s"}
 ADJUDICATE = {"e": "adjudicate_e", "r": "adjudicate_r3", "s": "adjudicate_s"}
-MEMORY_PRECEDENCE = ("contradicted", "unsupported", "ambiguous", "supported")
 
 _LINE = re.compile(
     r"^\s*(?:[-*\u2022]|\d+[.)])?\s*(FACT|RELATION|QUALIFIER)\s*(?:\(\s*([^)]*?)\s*\))?\s*:\s*(.+?)\s*$", re.I
 )
 _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*$")
-
-
-# ---------------------------------------------------------------- the label rule
-
-
-def obligation_label(d: bool | None, e: bool | None, r: bool | None) -> str:
-    """App. B: D=no -> ambiguous; E yes, R no -> supported; E no, R yes -> contradicted;
-    E no, R no -> insufficient; E yes, R yes -> ambiguous. A primitive that could not be scored
-    (None) leaves the obligation ambiguous."""
-    if d is None or e is None or r is None or not d:
-        return "ambiguous"
-    if e and not r:
-        return "supported"
-    if r and not e:
-        return "contradicted"
-    if not e and not r:
-        return "insufficient"
-    return "ambiguous"
-
-
-def memory_label(labels: Sequence[str]) -> str:
-    """A memory is supported only if every obligation is: contradicted > unsupported (any
-    insufficient obligation) > ambiguous > supported."""
-    present = {"unsupported" if x == "insufficient" else x for x in labels}
-    for lab in MEMORY_PRECEDENCE:
-        if lab in present:
-            return lab
-    raise ValueError("a memory needs at least one obligation label")
 
 
 # ---------------------------------------------------------------- obligations

@@ -17,6 +17,7 @@ from typing import Any
 
 from . import runs
 from .io import atomic_writer
+from .labels import memory_label, obligation_label
 from .safe import cell
 from .stats import cohen_kappa
 
@@ -112,7 +113,6 @@ def read_review(run: str | Path, path: str | Path) -> list[dict[str, Any]]:
     """Validate a filled review sheet against the run's sample; every problem is collected and
     raised together as one ReviewError (file, line, column). Rows left entirely blank are not
     reviewed and are skipped."""
-    from .annotate import obligation_label as label_of  # the model's own label rule (not at import: report stays light)
 
     run, path = Path(run), Path(path)
     if not runs.exists(run, runs.REVIEW_SAMPLE):
@@ -169,7 +169,7 @@ def read_review(run: str | Path, path: str | Path) -> list[dict[str, Any]]:
         except ValueError as err:
             problems.append(f"{where}: {err}")
             continue
-        derived = label_of(d, e, r)
+        derived = obligation_label(d, e, r)
         label = values["human_label"].lower()
         if label and label not in LABELS:
             problems.append(f"{where}: column human_label: {values['human_label']!r} is not one of "
@@ -236,7 +236,6 @@ def _share(xs: Any) -> float | None:
 def human_write_labels(run: str | Path, view: str = "expanded") -> dict[str, str]:
     """Write-level labels from the reviewers' answers (the memory rule over the obligation labels),
     for writes whose every obligation was reviewed in `view`."""
-    from .annotate import memory_label
 
     human = {(h["obligation_id"], h["view"]): h["label"] for h in runs.read_rows_if(run, runs.REVIEW)}
     per_write: dict[str, list[str | None]] = {}

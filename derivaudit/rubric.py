@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import calibrate, runs
-from .annotate import Annotator, Item, obligation_label, primitives
+from .annotate import Annotator, Item, primitives
+from .labels import obligation_label
 from .records import MemoryLog
 from .stats import cohen_kappa
 

@@ -26,11 +26,10 @@ from .annotate import (
     Decomposition,
     Item,
     decompose,
-    memory_label,
-    obligation_label,
 )
 from .annotate import annotate as run_annotators
 from .evidence import EvidenceSettings, Views, build_views
+from .labels import memory_label, obligation_label
 from .models import ModelPool, ModelRoles, ModelSpec
 from .records import MemoryLog, Write
 from .runs import VIEW_NAMES, Stage, load_meta, save_meta

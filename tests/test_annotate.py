@@ -1,8 +1,6 @@
-"""Obligations, the label rule, adjudication routing and blinding, on known inputs and the real model."""
+"""Obligations, adjudication routing and blinding, on known inputs and the real model."""
 
 from __future__ import annotations
-
-import itertools
 
 import pytest
 
@@ -15,8 +13,6 @@ from derivaudit.annotate import (
     adjudicate,
     annotate,
     decompose,
-    memory_label,
-    obligation_label,
     parse_obligations,
     parse_subset,
     settle_agreed,
@@ -26,41 +22,6 @@ from derivaudit.models import CachedBackend, ResultCache, load_backend
 from derivaudit.records import Write
 
 W = Write("w1", "c", "The user moved to Boston because of the new job.", ("t1",), "t2")
-
-
-# ---------------------------------------------------------------- the label rule, whole table
-
-@pytest.mark.parametrize(("d", "e", "r", "label"), [
-    (False, e, r, "ambiguous") for e, r in itertools.product([True, False], repeat=2)
-] + [
-    (True, True, False, "supported"),
-    (True, False, True, "contradicted"),
-    (True, False, False, "insufficient"),
-    (True, True, True, "ambiguous"),
-    (None, True, False, "ambiguous"),
-    (True, None, False, "ambiguous"),
-    (True, True, None, "ambiguous"),
-])
-def test_obligation_label_table(d, e, r, label):
-    assert obligation_label(d, e, r) == label
-
-
-@pytest.mark.parametrize(("labels", "memory"), [
-    (["supported", "supported"], "supported"),
-    (["supported", "ambiguous"], "ambiguous"),
-    (["supported", "ambiguous", "insufficient"], "unsupported"),
-    (["insufficient", "contradicted", "ambiguous"], "contradicted"),
-    (["contradicted"], "contradicted"),
-    (["insufficient"], "unsupported"),
-    (["ambiguous", "insufficient"], "unsupported"),
-])
-def test_memory_label_precedence(labels, memory):
-    assert memory_label(labels) == memory
-
-
-def test_memory_label_needs_obligations():
-    with pytest.raises(ValueError):
-        memory_label([])
 
 
 # ---------------------------------------------------------------- obligation parsing

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from derivaudit import runs
-from derivaudit.annotate import obligation_label
 from derivaudit.cli import app
+from derivaudit.labels import obligation_label
 from derivaudit.review import COLUMNS, ReviewError, import_review, read_review, sample
 from derivaudit.runs import read_jsonl
 
