@@ -112,7 +112,7 @@ def echo_html(doc: dict[str, Any]) -> bytes:
     """`echo --format html`: metrics, corrections, largest families, and Echo Density per read after
     each correction (logged, and served by FPA)."""
     from ..echo import share
-    from .readpath import echo_rows
+    from .readrows import echo_rows
 
     s, fpa = doc["settings"], doc["settings"].get("serve") == "fpa"
     parts = [f"<h1>Memory echo</h1><p class=note>Top {s['k']} slots weighted {escape(s['weights'])}; window "
@@ -138,7 +138,7 @@ def echo_html(doc: dict[str, Any]) -> bytes:
 
 def overlap_html(doc: dict[str, Any]) -> bytes:
     """`overlap --format html`: metrics, the overlap histogram, and the reads in the risky band."""
-    from .readpath import overlap_rows
+    from .readrows import overlap_rows
 
     lo, hi = doc["settings"]["band"]
     total = sum(doc["histogram"]) or 1

@@ -10,26 +10,8 @@ from rich.table import Table
 
 from ..safe import dumps as json_dumps
 from ..safe import escape, escape_id
+from .readrows import echo_rows, fmt, overlap_rows
 from .text import md_escape
-
-_ECHO_ROWS = (
-    ("density_pre", "Echo Density before the correction"),
-    ("density", "Echo Density after the correction"),
-    ("wep", "Windowed Echo Persistence"),
-    ("rri", "Reconsolidation Resistance (ranked)"),
-    ("excess", "repeated-family share of top-k slots"),
-)
-
-
-def _fmt(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3f}"
-
-
-def echo_rows(doc: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
-    """(metric name, what it is, as logged, as FPA serves it or None)."""
-    m, fpa = doc["metrics"], doc["settings"].get("serve") == "fpa"
-    return [(f"echo.{n}", what, _fmt(m[f"echo.{n}"]), _fmt(m[f"echo.{n}.fpa"]) if fpa else None)
-            for n, what in _ECHO_ROWS]
 
 
 def print_echo(console: Console, doc: dict[str, Any]) -> None:
@@ -46,7 +28,7 @@ def print_echo(console: Console, doc: dict[str, Any]) -> None:
         t.add_row(*[x for x in row if x is not None])
     pad = [""] if fpa else []
     mult = m["echo.multiplicity"]
-    t.add_row("echo.rri_storage", "old records' share in storage", _fmt(m["echo.rri_storage"]), *pad)
+    t.add_row("echo.rri_storage", "old records' share in storage", fmt(m["echo.rri_storage"]), *pad)
     t.add_row("echo.multiplicity", "records per family (max)",
               "—" if mult is None else f"{mult:.2f} (max {m['echo.max_multiplicity']:.0f})", *pad)
     console.print(t)
@@ -55,8 +37,8 @@ def print_echo(console: Console, doc: dict[str, Any]) -> None:
         for col in ("correction", "supersedes", "old records", "reads before / after", "density", "WEP", "RRI"):
             c.add_column(col)
         for r in doc["corrections"]:
-            both = (lambda n, r=r: f"{_fmt(r[n + '_logged'])} → {_fmt(r[n + '_fpa'])}") if fpa else \
-                (lambda n, r=r: _fmt(r[n + "_logged"]))
+            both = (lambda n, r=r: f"{fmt(r[n + '_logged'])} → {fmt(r[n + '_fpa'])}") if fpa else \
+                (lambda n, r=r: fmt(r[n + "_logged"]))
             c.add_row(escape_id(r["write_id"]), escape(", ".join(r["supersedes"])), str(len(r["old"])),
                       f"{r['reads_before']} / {r['reads_after']}", both("density"), both("wep"), both("rri"))
         console.print(c)
@@ -82,28 +64,8 @@ def echo_markdown(doc: dict[str, Any]) -> str:
                   "|---|---|---:|---|---:|"]
         for r in doc["corrections"]:
             lines.append(f"| {md_escape(r['write_id'])} | {md_escape(', '.join(r['supersedes']))} | {len(r['old'])} | "
-                         f"{r['reads_before']} / {r['reads_after']} | {_fmt(r['density_logged'])} |")
+                         f"{r['reads_before']} / {r['reads_after']} | {fmt(r['density_logged'])} |")
     return "\n".join(lines) + "\n"
-
-
-_OVERLAP_ROWS = (
-    ("mean", "mean query–top-memory overlap (Jaccard)"),
-    ("risky", "reads in the middle (risky) band"),
-    ("accuracy", "answers matching the expected one"),
-    ("accuracy.low", "… in the low band"),
-    ("accuracy.middle", "… in the middle band"),
-    ("accuracy.high", "… in the high band"),
-    ("accuracy.ta", "… task-aligned (stored answer = expected)"),
-    ("accuracy.td_dup", "… task-divergent with duplicated evidence"),
-    ("adopted_stale", "TD-Dup answers that repeat the stale stored answer"),
-    ("memtrim.suppressed", "MemTrim: stored answers suppressed"),
-    ("memtrim.withheld", "MemTrim: reads with an unresolved conflict withheld"),
-)
-
-
-def overlap_rows(doc: dict[str, Any]) -> list[tuple[str, str, str]]:
-    m = doc["metrics"]
-    return [(f"overlap.{n}", what, _fmt(m[f"overlap.{n}"])) for n, what in _OVERLAP_ROWS]
 
 
 def print_overlap(console: Console, doc: dict[str, Any]) -> None:
