@@ -164,8 +164,8 @@ def _explain(err: ValidationError, kind: str) -> list[tuple[str | None, str, str
         return [(field, "too_many_citations",
                  f"{len(inst)} citations; a view holds at most {MAX_PASSAGES} passages")]
     if v in ("oneOf", "anyOf") and field and field.startswith("retrieved["):
-        return [(field, "bad_retrieved", "a retrieved entry is a write id (text) or {\"write_id\": text, "
-                 "\"score\": number}")]
+        return [(field, "bad_retrieved", "a retrieved entry is a write id (text) or an object "
+                 "{\"write_id\": text, \"score\": number (optional), \"rank\": integer (optional)}")]
     if v == "const" and field == "schema_version":
         return [(field, "unsupported_version",
                  f"schema_version {_short(inst)} is not supported; this derivaudit reads version {SCHEMA_VERSION}")]
