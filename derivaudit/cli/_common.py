@@ -1,0 +1,312 @@
+"""Shared by every command: the app, consoles, output and error helpers, option types, model roles."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sqlite3
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from .. import __version__
+from ..io import LogError, OutputError, atomic_writer, check_output, load_log
+from ..records import MemoryLog, Problem
+from ..runs import RunError
+from ..safe import dumps as json_dumps
+from ..safe import escape
+
+app = typer.Typer(
+    name="derivaudit",
+    help="Audit agent memory writes as derivations from the history the writer saw.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+# Piped or redirected tables (CI logs, files) get a wide fixed width instead of 80 columns, so no cell is cut.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT = 0, 1, 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Fmt(StrEnum):
+    table = "table"
+    json = "json"
+
+
+class ViewsFmt(StrEnum):
+    table = "table"
+    jsonl = "jsonl"
+
+
+def _print_problems(problems: list[Problem], *, limit: int = 50) -> None:
+    for p in problems[:limit]:
+        err.print(f"[red]error[/red] {escape(str(p))}")
+    if len(problems) > limit:
+        err.print(f"... and {len(problems) - limit} more problems (use --format json to see all)")
+
+
+def handles_bad_input(fn: F) -> F:
+    """Bad input (a log, or a run folder that is missing, damaged or in use) ends with a clear message
+    and exit code 2, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            _check_outputs(fn.__name__, kwargs)
+            return fn(*args, **kwargs)
+        except OutputError as e:
+            _bad(str(e))
+        except sqlite3.OperationalError as e:  # the spill or cache database: a full $TMPDIR, a read-only home
+            _bad(f"database error: {e} (is $TMPDIR or $DERIVAUDIT_HOME full or read-only?)")
+        except OSError as e:
+            where = f"{e.filename}: " if e.filename else ""
+            _bad(f"{where}{e.strerror or e}")
+        except LogError as e:
+            _print_problems(e.problems)
+            hint = ("Nothing to audit in that source." if all(p.code == "no_writes" for p in e.problems)
+                    else "Fix them, or pass --skip-invalid to go on without the bad records.")
+            err.print(f"[red]{len(e.problems)} problem(s); nothing was processed.[/red] {hint}")
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        except RunError as e:
+            _bad(str(e))
+
+    return wrapper  # type: ignore[return-value]
+
+
+FILE_OUTPUTS = ("output", "html")  # the options that name an output file (-o, --html)
+FOLDER_OUTPUTS = {"families_build"}  # commands whose -o is a folder (checked by the command)
+
+
+def _check_outputs(command: str, kwargs: dict[str, Any]) -> None:
+    """Before any work: every output file can be written and is none of the inputs (the paths
+    given to the command's other options and arguments)."""
+    if command in FOLDER_OUTPUTS:
+        return
+    inputs: list[Path] = []
+    for k, v in kwargs.items():
+        if k in FILE_OUTPUTS:
+            continue
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, Path):
+                inputs.append(x)
+    outs = [kwargs[k] for k in FILE_OUTPUTS if isinstance(kwargs.get(k), Path)]
+    for o in outs:
+        check_output(o, inputs)
+    if len(outs) == 2 and os.path.realpath(outs[0]) == os.path.realpath(outs[1]):
+        raise OutputError(f"{outs[1]}: -o and --html name the same file")
+
+
+def _records(problems: list[Problem]) -> int:
+    """How many records (file lines) the problems are about: one record may have several."""
+    return len({(p.file, p.line) for p in problems if p.line is not None})
+
+
+def _report_skipped(log: MemoryLog) -> None:
+    if not log.skipped:
+        return
+    _print_problems(log.skipped, limit=20)
+    by_code: dict[str, int] = {}
+    for p in log.skipped:
+        by_code[p.code] = by_code.get(p.code, 0) + 1
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(by_code.items()))
+    err.print(f"[yellow]--skip-invalid: skipped {_records(log.skipped)} bad record(s) with {len(log.skipped)} "
+              f"problem(s) ({escape(summary)})[/yellow]")
+
+
+def _report_warnings(warnings: list[Problem], limit: int = 5) -> None:
+    for p in warnings[:limit]:
+        err.print(f"[yellow]warning[/yellow] {escape(str(p))}")
+    if len(warnings) > limit:
+        err.print(f"[yellow]... and {len(warnings) - limit} more warnings[/yellow] (derivaudit validate shows all; "
+                  "--strict makes them errors)")
+
+
+def _load(files: list[Path], history: list[Path] | None, skip_invalid: bool) -> MemoryLog:
+    log = load_log([*(history or []), *files], skip_invalid=skip_invalid)
+    _report_skipped(log)
+    _report_warnings(log.warnings)
+    return log
+
+
+class RateColumn(ProgressColumn):
+    """Items per minute since the stage's first report (whose count, a resumed run's finished
+    writes or work done before the clock started, is left out): a user sees a scan slow down when
+    other work takes the cores."""
+
+    def render(self, task: Any) -> Text:
+        done = task.completed - task.fields.get("resumed", 0)
+        if not task.elapsed or done <= 0 or task.finished and task.total == task.fields.get("resumed"):
+            return Text("")
+        return Text(f"{60 * done / task.elapsed:.1f}/min", style="progress.data.speed")
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    RateColumn(), console=err, transient=False, disable=not err.is_terminal)
+
+
+def _stage_progress(bar: Progress) -> Callable[[str, int, int], None]:
+    """A progress callback that opens one bar per pipeline stage on first use."""
+    tasks: dict[str, Any] = {}
+
+    def progress(stage: str, advance: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(stage, total=total, completed=advance, resumed=advance)
+            return
+        bar.advance(tasks[stage], advance)
+
+    return progress
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"derivaudit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """derivaudit: evidence scope, compositional validity and admission reliability of memory writes."""
+    _exit_cleanly_on_signals()
+
+
+def _exit_cleanly_on_signals() -> None:
+    """SIGTERM and SIGHUP (`timeout`, a closed terminal, a CI runner stopping a job) end the command
+    as Ctrl-C does: every temp file and spill folder is removed on the way out (exit 128 + signal)."""
+    import signal
+
+    def stop(signum: int, _frame: Any) -> None:
+        err.print(f"[yellow]stopped by signal {signal.Signals(signum).name}[/yellow]; partial work is "
+                  "kept only where it resumes (run folders)")
+        raise SystemExit(128 + signum)
+
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                signal.signal(sig, stop)
+            except ValueError:  # not the main thread (an embedding application): leave its handlers
+                return
+
+
+Files = Annotated[list[Path], typer.Argument(help="Memory log JSONL file(s) (schema v1).", show_default=False)]
+History = Annotated[list[Path] | None, typer.Option("--history", help="Extra JSONL file(s) holding the turns.")]
+SkipInvalid = Annotated[bool, typer.Option("--skip-invalid", help="Skip bad records (counted and reported) "
+                                           "instead of stopping.")]
+
+
+class ReportFmt(StrEnum):
+    table = "table"
+    json = "json"
+    md = "md"
+    csv = "csv"
+    junit = "junit"
+    html = "html"
+
+
+ReadPathFmt = Annotated[ReportFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")]
+ReadPathOut = Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or the --format) here (atomic).")]
+
+
+def _print_gates(gates: list[dict[str, Any]]) -> None:
+    for g in gates:
+        value = g["why"] if g.get("why") else f"{g['value']:.4g}"
+        status = "[red]FAILED[/red]" if g["failed"] else "[green]passed[/green]"
+        err.print(f"gate {escape(g['expr'])}: {escape(value)} on the {g['on']} → {status}")
+    if any(g["failed"] for g in gates):
+        raise typer.Exit(EXIT_GATE)
+
+
+# ---------------------------------------------------------------- model-using commands
+
+BackendOpt = Annotated[str, typer.Option("--backend", envvar="DERIVAUDIT_BACKEND", help="llamacpp (CPU, GGUF), "
+                                         "transformers (CPU/GPU), vllm (local GPU) or openai (OpenAI-compatible "
+                                         "servers).")]
+ModelOpt = Annotated[str, typer.Option("--model", envvar="DERIVAUDIT_MODEL", help="qwen2.5-coder-1.5b or smollm2 "
+                                       "(embedded, offline), a .gguf file, a model folder, a hub id, or the served "
+                                       "model name (openai).")]
+DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="transformers/vllm weights: auto (bfloat16 on GPUs and "
+                                              "CPUs with native bfloat16, else float32), float32, bfloat16, "
+                                              "float16.")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", envvar="DERIVAUDIT_THREADS", min=1, help="llamacpp/"
+                                              "transformers: CPU threads (default: one per core that other work "
+                                              "leaves free, re-read as it runs; see docs/models.md).")]
+BaseUrlOpt = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible server URL, e.g. "
+                                                      "http://gpu1:8000/v1 (repeat for a fleet).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
+TopLogprobsOpt = Annotated[int | None, typer.Option("--top-logprobs", help="openai: top_logprobs to request "
+                                                    "(the server's cap; default 20).", min=1, max=100)]
+ModelRoleOpt = Annotated[list[str] | None, typer.Option(
+    "--model-role", help="Give one role its own model: ROLE=MODEL or ROLE=BACKEND:MODEL, e.g. "
+    "annotator_b=openai:qwen2.5-7b (repeatable; roles: annotator_a, annotator_b, adjudicator, verifier). "
+    "Roles not named use --backend/--model.")]
+
+
+def _bad(msg: str) -> NoReturn:
+    err.print(f"[red]error[/red]: {escape(msg)}")
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _roles(backend: str, model: str, base_url: list[str] | None, top_logprobs: int | None,
+           model_role: list[str] | None, allowed: tuple[str, ...], dtype: str | None = None,
+           threads: int | None = None) -> Any:
+    """The shared model options as library ModelRoles (usage errors exit 2)."""
+    from ..models import BackendError, ModelRoles, ModelSpec
+
+    try:
+        return ModelRoles.parse(ModelSpec(backend, model, tuple(base_url or ()), top_logprobs, dtype, threads),
+                                model_role or [], allowed)
+    except BackendError as e:
+        _bad(str(e))
+
+
+def _pool(use_cache: bool) -> Any:
+    from ..models import ModelPool
+
+    return ModelPool(cache=use_cache, on_load=lambda spec: err.status(f"loading {escape(spec.model)} "
+                                                                        f"({spec.backend})"))
+
+
+@contextlib.contextmanager
+def _backend_errors() -> Any:
+    from ..models import BackendError
+
+    try:
+        yield
+    except BackendError as e:
+        _bad(str(e))
+
+
+def _write_json(path: Path | None, report: dict[str, Any]) -> None:
+    """The built tests' full JSON report, written atomically."""
+    if path is None:
+        return
+    with atomic_writer(path) as fh:
+        fh.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    err.print(f"wrote {escape(str(path))}")
+
+
+def _write_html(path: Path | None, page: str, report: dict[str, Any]) -> None:
+    """The built tests' HTML page (derivaudit/report/built.py), written atomically."""
+    if path is None:
+        return
+    from ..report import built
+
+    with atomic_writer(path) as fh:
+        fh.write(getattr(built, page)(report))
+    err.print(f"wrote {escape(str(path))}")

@@ -1,0 +1,335 @@
+"""Admission and built tests: check, replay, drift, families, probe."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import orjson
+import typer
+from rich.table import Table
+
+from ..models import DEFAULT_BACKEND, DEFAULT_MODEL
+from ..safe import dumps as json_dumps
+from ..safe import escape
+from ._common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    BackendOpt,
+    BaseUrlOpt,
+    DtypeOpt,
+    Files,
+    Fmt,
+    History,
+    ModelOpt,
+    ModelRoleOpt,
+    NoCacheOpt,
+    SkipInvalid,
+    ThreadsOpt,
+    TopLogprobsOpt,
+    _backend_errors,
+    _bad,
+    _load,
+    _pool,
+    _print_problems,
+    _progress,
+    _roles,
+    _stage_progress,
+    _write_html,
+    _write_json,
+    app,
+    err,
+    handles_bad_input,
+    out,
+)
+
+
+class Split(StrEnum):
+    record = "record"
+    decompose = "decompose"
+
+
+@app.command()
+@handles_bad_input
+def check(
+    record: Annotated[str, typer.Option("--record", help="The memory text to verify.")],
+    evidence: Annotated[Path, typer.Option("--evidence", help="Passages: JSONL with text/speaker/time, or "
+                                           "plain text, one passage per line, in time order.")],
+    view: Annotated[str, typer.Option("--view", help="Verification view.")] = "holistic",
+    split: Annotated[Split, typer.Option("--split", help="record: the record is its own single claim / "
+                                         "obligation / QA answer; decompose: the model writes them (as "
+                                         "admit() does).")] = Split.record,
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
+    model_role: ModelRoleOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """Score one record against passages with one view and print the verdict (log-odds, argmax)."""
+    from ..gate import admit
+    from ..io import read_passages
+    from ..views import VIEWS
+
+    if view not in VIEWS:
+        _bad(f"unknown view {view!r} (known: {', '.join(VIEWS)})")
+    if not record.strip():
+        _bad("--record is empty")
+    passages = read_passages(evidence)
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
+    with _pool(not no_cache) as pool, _backend_errors():
+        v = admit(record, passages, view=view, verifier=pool.get(roles.spec("verifier")), split=split.value)
+    score = v["verdict"]
+    doc = {"record": record, "view": view, "passages": len(passages), "model": v["model"], **score,
+           "decision": None if score["logodds"] is None else ("admit" if v["decision"] else "reject"),
+           "operating_point": "argmax (log-odds > 0)"}
+    if format is Fmt.json:
+        sys.stdout.buffer.write(json_dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    elif score["error"]:
+        out.print(f"[red]scoring error[/red]: {escape(score['error'])}; top tokens: {escape(str(score['top']))}")
+    else:
+        t = Table(show_header=False)
+        t.add_row("record", escape(record))
+        t.add_row("view", view)
+        t.add_row("log-odds", f"{score['logodds']:+.3f}" + (" (bounded)" if score["bounded"] else ""))
+        t.add_row("log p(yes) / log p(no)", f"{score['logp_yes']:.3f} / {score['logp_no']:.3f}")
+        t.add_row("decision (argmax)", doc["decision"])
+        t.add_row("top tokens", escape(", ".join(f"{tok!r} {lp:.2f}" for tok, lp in score["top"])))
+        out.print(t)
+    raise typer.Exit(EXIT_OK if score["error"] is None else EXIT_BAD_INPUT)
+
+
+# ---------------------------------------------------------------- replay
+
+
+@app.command()
+@handles_bad_input
+def replay(
+    run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
+    view: Annotated[str | None, typer.Option("--view", help="A view, a comma list, or all.")] = None,
+    evidence: Annotated[str, typer.Option("--evidence", help="expanded, citation_only or both (for --view).")]
+    = "expanded",
+    setting: Annotated[list[str] | None, typer.Option("--setting", help="A canonical setting "
+                       "(holistic/citation_only, holistic/expanded, obligation/expanded) or 'canonical' for all "
+                       "three; repeatable. Default without --view: the three.")] = None,
+    combine_rule: Annotated[str, typer.Option("--combine", help="Split views: min, mean or noisy_and.")] = "min",
+    point: Annotated[str, typer.Option("--point", help="Operating point: auto, argmax or crossfit.")] = "auto",
+    noise: Annotated[str | None, typer.Option("--noise", help="Noise probe levels, e.g. 0,2,4.")] = None,
+    reference: Annotated[str, typer.Option("--reference", help="The answer key: model (scan's labels, as the "
+                                           "paper), human (review import) or gold (meta.gold in the log); "
+                                           "always the expanded view's label.")] = "model",
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
+    model_role: ModelRoleOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """Step 3: would a write-time verifier keep the valid memories and reject the unsupported ones?"""
+    from .. import runs
+    from ..replay import check_options, parse_noise, parse_settings
+    from ..replay import replay as run_replay
+    from ..report.table import print_replay
+
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
+    try:
+        settings = parse_settings(view, evidence, setting)
+        levels = parse_noise(noise)
+        runs.require(run, (runs.LABELS, runs.VIEWS, runs.OBLIGATIONS), f"run `derivaudit scan ... -o {run}` first")
+        check_options(combine_rule, point, reference, run)
+    except ValueError as e:
+        _bad(str(e))
+    with runs.lock(run), _pool(not no_cache) as pool, _backend_errors():
+        be = pool.get(roles.spec("verifier"))
+        with _progress() as bar:
+            report = run_replay(run, be, settings, rule=combine_rule, point=point, noise=levels,
+                                reference=reference, progress=_stage_progress(bar))
+        report["model"] = be.identity()
+        report["usage"] = {**be.usage.to_dict(), **({"cache_hits": be.hits, "cache_misses": be.misses}
+                                                    if hasattr(be, "hits") else {})}
+    if format is Fmt.json:
+        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_replay(out, report)
+        u = report["usage"]
+        err.print(f"model calls: {u['calls']}, prompts scored: {u['prompts']}, tokens computed "
+                  f"{u['computed_tokens']}/{u['prompt_tokens']}"
+                  + (f", cache hits {u['cache_hits']}/{u['cache_hits'] + u['cache_misses']}" if "cache_hits" in u
+                     else ""))
+
+
+@app.command()
+@handles_bad_input
+def drift(
+    files: Files,
+    history: History = None,
+    against: Annotated[str, typer.Option("--against", help="Compare a rewrite with its round-0 ancestor (root) "
+                                         "or its parent.")] = "root",
+    method: Annotated[str, typer.Option("--method", help="versions (each version's time and status, compared; "
+                                        "default) or pair (one yes/no question per kind over both versions).")]
+    = "versions",
+    threshold: Annotated[float, typer.Option("--threshold", help="--method pair: drift when log-odds > 0 (argmax, "
+                                             "default) or >= this threshold.")] = 0.0,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
+                                                "judged pair as JSON (atomic).")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
+                                              "examples; no scripts, no network).")] = None,
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
+    model_role: ModelRoleOpt = None,
+    no_cache: NoCacheOpt = False,
+    skip_invalid: SkipInvalid = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """Temporal and modality drift of rewritten memories, per rewriting round (DerivAudit §4.3)."""
+    from ..drift import AGAINST, METHODS
+    from ..drift import drift as run_drift
+    from ..report.table import print_drift
+
+    if against not in AGAINST:
+        _bad(f"--against must be {' or '.join(AGAINST)}, not {against!r}")
+    if method not in METHODS:
+        _bad(f"--method must be {' or '.join(METHODS)}, not {method!r}")
+    log = _load(files, history or [], skip_invalid)
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
+    with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
+        report = run_drift(log, pool.get(roles.spec("verifier")), against=against, method=method,
+                           threshold=threshold, progress=_stage_progress(bar))
+    if not report["pairs"]:
+        _bad("no write of the log has a round (0 = extraction, 1+ = rewrites): nothing to compare; "
+             + "; ".join(report["unplaced"][:3]))
+    _write_json(output, report)
+    _write_html(html, "drift_html", report)
+    if format is Fmt.json:
+        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_drift(out, report)
+
+
+families_app = typer.Typer(help="Matched families with controls (DerivAudit §3.2, App. E): does a verifier accept "
+                           "compositions nothing supports?", no_args_is_help=True)
+app.add_typer(families_app, name="families")
+
+
+def _family_errors(e: Any) -> NoReturn:
+    _print_problems(e.problems)
+    err.print(f"[red]{len(e.problems)} problem(s); nothing was built.[/red]")
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+@families_app.command("build")
+@handles_bad_input
+def families_build(
+    families_file: Annotated[Path, typer.Argument(help="Family file (JSONL, see docs/commands.md).")],
+    log: Annotated[Path, typer.Option("--log", help="A memory log whose conversations give the neutral "
+                                      "padding turns.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Folder for items.jsonl and build.json.")],
+    size: Annotated[int, typer.Option("--size", min=6, help="Passages in every version's evidence.")] = 16,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of padding and positions.")] = 0,
+) -> None:
+    """Build every family's four cells and two controls over the same distractors and padding."""
+    from ..families import FamilyError, build
+
+    padding = _load([log], [], False)
+    try:
+        doc = build(families_file, padding, output, size=size, seed=seed)
+    except FamilyError as e:
+        _family_errors(e)
+    err.print(f"built {doc['items']} versions of {doc['families']} families in {escape(str(output))} "
+              f"({size} passages each)")
+
+
+@families_app.command("run")
+@handles_bad_input
+def families_run(
+    built: Annotated[Path, typer.Argument(help="A folder made by `families build`.")],
+    view: Annotated[str, typer.Option("--view", help="Views, comma-separated.")] = "holistic,obligation",
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
+                                              "examples; no scripts, no network).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
+                                                "scored version as JSON (atomic).")] = None,
+    threshold: Annotated[float, typer.Option("--threshold", help="Accept when log-odds > 0 (argmax, default) or "
+                                             ">= this threshold.")] = 0.0,
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
+    model_role: ModelRoleOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """Score every built version and report acceptance per cell, the valid-invalid gap and controls."""
+    from ..families import FamilyError, run
+    from ..report.table import print_families
+    from ..views import VIEWS
+
+    views = [v.strip() for v in view.split(",") if v.strip()]
+    unknown = [v for v in views if v not in VIEWS]
+    if unknown or not views:
+        _bad(f"unknown view(s) {', '.join(unknown) or '(none)'} (known: {', '.join(VIEWS)})")
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
+    try:
+        with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
+            report = run(built, pool.get(roles.spec("verifier")), views, threshold=threshold,
+                         progress=_stage_progress(bar))
+    except FamilyError as e:
+        _family_errors(e)
+    _write_json(output, report)
+    _write_html(html, "families_html", report)
+    if format is Fmt.json:
+        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_families(out, report)
+
+
+@app.command()
+@handles_bad_input
+def probe(
+    probes: Annotated[Path, typer.Argument(help="Probe items (JSONL, see docs/commands.md).")],
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Repetitions of every option order.")] = 3,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
+                                              "examples; no scripts, no network).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
+                                                "answer as JSON (atomic).")] = None,
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
+    model_role: ModelRoleOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """The downstream cost of admission errors: a reader answers with a memory slot correct, distorted or empty."""
+    from ..probe import ProbeError, run
+    from ..report.table import print_probe
+
+    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
+    try:
+        with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
+            report = run(probes, pool.get(roles.spec("verifier")), runs=runs, progress=_stage_progress(bar))
+    except ProbeError as e:
+        _print_problems(e.problems)
+        err.print(f"[red]{len(e.problems)} problem(s); nothing was probed.[/red]")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    _write_json(output, report)
+    _write_html(html, "probe_html", report)
+    if format is Fmt.json:
+        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_probe(out, report)

@@ -1,0 +1,228 @@
+"""The audit pipeline: scan, decompose, annotate, export, review."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from ..evidence import EvidenceSettings
+from ..models import DEFAULT_BACKEND, DEFAULT_MODEL
+from ..safe import dumps as json_dumps
+from ..safe import escape
+from ._common import (
+    BackendOpt,
+    BaseUrlOpt,
+    DtypeOpt,
+    Files,
+    Fmt,
+    History,
+    ModelOpt,
+    ModelRoleOpt,
+    NoCacheOpt,
+    SkipInvalid,
+    ThreadsOpt,
+    TopLogprobsOpt,
+    _backend_errors,
+    _bad,
+    _load,
+    _pool,
+    _progress,
+    _roles,
+    _stage_progress,
+    app,
+    err,
+    handles_bad_input,
+    out,
+)
+
+review_app = typer.Typer(help="Human review of the reference labels: a blinded, stratified sample out, the "
+                         "reviewers' answers back in (DerivAudit §5).", no_args_is_help=True)
+app.add_typer(review_app, name="review")
+
+
+@review_app.command("sample")
+@handles_bad_input
+def review_sample(
+    run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The review sheet to write (CSV, atomic).")],
+    per_stratum: Annotated[int, typer.Option("--per-stratum", min=1, help="Rows per stratum (view x label, "
+                                             "repaired, multi-passage).")] = 25,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sample and its order.")] = 0,
+    bom: Annotated[bool, typer.Option("--bom/--no-bom", help="Start the CSV with a UTF-8 byte-order mark, so "
+                                      "Excel reads it as UTF-8 (LibreOffice and Python do either way).")] = True,
+) -> None:
+    """A blinded review sheet: memory, obligation and numbered passages, empty columns for D/E/R/label."""
+    from ..review import ReviewError, sample
+    from ..runs import lock
+
+    try:
+        with lock(run):
+            doc = sample(run, output, per_stratum=per_stratum, seed=seed, bom=bom)
+    except ReviewError as e:
+        _bad(str(e))
+    counts = ", ".join(f"{escape(k)} {v} of {doc['available'][k]}" for k, v in doc["strata"].items())
+    err.print(f"wrote {len(doc['rows'])} rows to {escape(str(output))} ({counts}); fill human_D, human_E and "
+              f"human_R with yes or no, then run `derivaudit review import {escape(str(run))} {escape(str(output))}`")
+
+
+@review_app.command("import")
+@handles_bad_input
+def review_import(
+    run: Annotated[Path, typer.Argument(help="The run folder the sheet was sampled from.")],
+    sheet: Annotated[Path, typer.Argument(help="The filled review sheet (CSV).")],
+    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+) -> None:
+    """Validate the reviewers' answers, store them in RUN/review.jsonl and show model-human agreement."""
+    from ..report.table import print_review
+    from ..review import ReviewError, import_review
+    from ..runs import lock
+
+    try:
+        with lock(run):
+            metrics = import_review(run, sheet)
+    except ReviewError as e:
+        _bad(str(e))
+    if format is Fmt.json:
+        sys.stdout.buffer.write(json_dumps(metrics, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_review(out, metrics)
+
+
+# ---------------------------------------------------------------- scan and export
+
+
+@app.command()
+@handles_bad_input
+def scan(
+    files: Files,
+    run: Annotated[Path, typer.Option("-o", "--run", help="Run folder (created; resumed if it exists).")],
+    history: History = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N writes.", min=1)] = None,
+    conversation: Annotated[list[str] | None, typer.Option("--conversation", help="Only this conversation "
+                                                           "(repeatable).")] = None,
+    until: Annotated[str, typer.Option("--until", help="Stop after views, obligations, primitives or "
+                                       "labels.")] = "labels",
+    backend: BackendOpt = DEFAULT_BACKEND,
+    model: ModelOpt = DEFAULT_MODEL,
+    base_url: BaseUrlOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
+    model_role: ModelRoleOpt = None,
+    limit_floor: Annotated[float, typer.Option(help="Search-limited floor (share of the top BM25 score).",
+                                               min=0.0, max=1.0)] = 0.5,
+    no_cache: NoCacheOpt = False,
+    skip_invalid: SkipInvalid = False,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Go on when the log (or the selection) has "
+                                              "no write; without it that is exit code 2.")] = False,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
+) -> None:
+    """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
+    from ..models import SCAN_ROLES
+    from ..scan import UNTIL, ScanConfig
+
+    if until not in UNTIL:
+        _bad(f"--until must be views, obligations, primitives or labels, not {until!r}")
+    cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit, conversations=conversation,
+                     until=until,
+                     models=_roles(backend, model, base_url, top_logprobs, model_role, SCAN_ROLES, dtype, threads),
+                     files=[str(f.resolve()) for f in files], history=[str(h.resolve()) for h in history or []],
+                     use_cache=not no_cache, skip_invalid=skip_invalid, allow_empty=allow_empty)
+    _run_scan(cfg, run, format)
+
+
+def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
+    """The body of scan, decompose and annotate: one pipeline, stopped after `cfg.until`."""
+    from ..report.table import print_rubric, print_scope
+    from ..scan import scan as run_scan
+    from ..scan import select_writes
+
+    files, history = [Path(f) for f in cfg.files], [Path(h) for h in cfg.history]
+    log = _load(files, history, cfg.skip_invalid)
+    unknown = sorted(set(cfg.conversations or []) - set(log.conversations))
+    if unknown:
+        _bad(f"unknown conversation(s): {', '.join(unknown)}")
+    if not select_writes(log, cfg) and not cfg.allow_empty:
+        what = "the selected conversations have" if cfg.conversations else "the log has"
+        _bad(f"{what} no write ({len(log.conversations)} conversations, {log.n_turns} turns): nothing to audit, "
+             "and a run of zero writes would pass every gate. Pass --allow-empty to go on anyway.")
+    with _pool(cfg.use_cache) as pool, _backend_errors(), _progress() as bar:
+        report = run_scan(log, run, cfg=cfg, input_files=[*history, *files], progress=_stage_progress(bar),
+                          pool=pool, notify=lambda m: err.print(f"[yellow]note[/yellow]: {escape(m)}"))
+    if not report:
+        err.print(f"stopped after {cfg.until}; files in {escape(str(run))}")
+        return
+    if format is Fmt.json:
+        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_scope(out, report)
+        print_rubric(out, report.get("rubric"))
+        judges: dict[str, list[str]] = {}
+        for role, model in report["run"].get("judged_by", {}).items():
+            judges.setdefault(model, []).append(role)
+        err.print("judged by: " + "; ".join(f"{escape(m)} as {', '.join(r)}" for m, r in judges.items()))
+        err.print(f"run folder: {escape(str(run))} ({report['run']['writes']} writes, "
+                  f"{report['run']['seconds']:.0f} s)")
+
+
+def _stage_command(run: Path, until: str, format: Fmt, rubric: str | None = None) -> None:
+    from ..runs import load_meta
+    from ..scan import ScanConfig
+
+    cfg = ScanConfig.from_meta(load_meta(run), until)
+    if cfg is None:
+        _bad(f"{run} is not a run folder made by `derivaudit scan` (no meta.json with its settings)")
+    cfg.rubric = rubric
+    _run_scan(cfg, run, format)
+
+
+RunArg = Annotated[Path, typer.Argument(help="A run folder started by `derivaudit scan ... --until views`.")]
+
+
+@app.command()
+@handles_bad_input
+def decompose(run: RunArg) -> None:
+    """Step 2a: the semantic obligations of every write in RUN (settings as recorded by scan)."""
+    _stage_command(run, "obligations", Fmt.table)
+
+
+@app.command()
+@handles_bad_input
+def annotate(
+    run: RunArg,
+    rubric: Annotated[str | None, typer.Option("--rubric", help="Then ask annotator A's primitives again in "
+                                               "this wording (b; A uses a) and report the agreement between "
+                                               "wordings (rubric stability, App. B).")] = None,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
+) -> None:
+    """Step 2b: D/E/R primitives from both annotators, adjudication and labels for RUN; prints the report."""
+    from ..rubric import WORDINGS
+
+    if rubric is not None and rubric not in WORDINGS[1:]:
+        _bad(f"--rubric must be b (annotator A asks in wording a), not {rubric!r}")
+    _stage_command(run, "labels", format, rubric)
+
+
+class Level(StrEnum):
+    write = "write"
+    obligation = "obligation"
+
+
+@app.command()
+@handles_bad_input
+def export(
+    run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
+    output: Annotated[Path, typer.Argument(help="CSV file to write (atomic).")],
+    level: Annotated[Level, typer.Option("--level", help="One row per write or per obligation x view.")]
+    = Level.write,
+) -> None:
+    """Reference labels as CSV: ids, text, view, label, primitives of A, B and adjudicator, cited passages."""
+    from ..export import export_csv
+
+    n = export_csv(run, output, level.value)
+    err.print(f"wrote {n} rows to {escape(str(output))}")

@@ -1,0 +1,53 @@
+"""The result cache: cache stats, cache clear."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import orjson
+import typer
+from rich.table import Table
+
+from ..safe import dumps as json_dumps
+from ..safe import escape
+from ._common import (
+    Fmt,
+    app,
+    err,
+    handles_bad_input,
+    out,
+)
+
+cache_app = typer.Typer(help="The persistent model-result cache ($DERIVAUDIT_HOME/cache.sqlite).",
+                        no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("stats")
+@handles_bad_input
+def cache_stats(format: Annotated[Fmt, typer.Option("--format")] = Fmt.table) -> None:
+    """Entries and size of the result cache, by backend, model and kind."""
+    from ..models.cache import ResultCache
+
+    st = ResultCache().stats()
+    if format is Fmt.json:
+        sys.stdout.buffer.write(json_dumps(st, option=orjson.OPT_INDENT_2) + b"\n")
+        return
+    out.print(f"{escape(st['path'])}: {st['entries']} entries, {st['bytes'] / 1e6:.1f} MB")
+    t = Table("backend", "model", "kind", "entries")
+    for r in st["by_model"]:
+        t.add_row(escape(r["backend"]), escape(r["model"]), r["kind"], str(r["entries"]))
+    out.print(t)
+
+
+@cache_app.command("clear")
+@handles_bad_input
+def cache_clear(
+    model: Annotated[str | None, typer.Option("--model", help="Only entries whose model contains this.")] = None,
+) -> None:
+    """Delete cached results (all, or one model's)."""
+    from ..models.cache import ResultCache
+
+    n = ResultCache().clear(model)
+    err.print(f"deleted {n} cached result(s)")

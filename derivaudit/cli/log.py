@@ -1,0 +1,187 @@
+"""Log commands: validate, views, import."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.table import Table
+
+from .. import timeref
+from ..evidence import EvidenceSettings, Views, build_views
+from ..io import LogError, atomic_writer
+from ..safe import dumps as json_dumps
+from ..safe import escape, escape_id
+from ._common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    Files,
+    Fmt,
+    History,
+    SkipInvalid,
+    ViewsFmt,
+    _print_problems,
+    _progress,
+    _records,
+    _report_skipped,
+    _report_warnings,
+    app,
+    err,
+    handles_bad_input,
+    out,
+)
+
+
+@app.command()
+@handles_bad_input
+def validate(
+    files: Files,
+    history: History = None,
+    format: Annotated[Fmt, typer.Option("--format", help="table (one line per problem) or json.")] = Fmt.table,
+    skip_invalid: SkipInvalid = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings (ids with invisible characters, mixed "
+                                         "scripts or that read like another id) are errors.")] = False,
+) -> None:
+    """Check memory logs against schema v1 and the history rules. Exit 0 when clean (or, with
+    --skip-invalid, when what is left is usable), 2 when not."""
+    from ..spill import SpilledLog
+
+    paths = [*(history or []), *files]
+    try:  # records on disk, one conversation in memory at a time: any log size fits
+        with SpilledLog(paths, keep_text=False) as log:
+            problems, warnings = log.problems, log.warnings
+            n_conv, n_turns, n_writes, n_reads = log.n_conversations, log.n_turns, len(log.write_ids), log.n_reads
+    except LogError as e:
+        problems, warnings = e.problems, []
+        n_conv = n_turns = n_writes = n_reads = None
+    if strict:
+        problems, warnings = sorted([*problems, *warnings], key=lambda p: (p.file, p.line or 0)), []
+    fatal = bool(problems) and (not skip_invalid or n_conv is None or not (n_writes or n_conv))
+    if format is Fmt.json:
+        doc = {
+            "ok": not fatal,
+            "files": [str(p) for p in paths],
+            "conversations": n_conv or 0,
+            "turns": n_turns or 0,
+            "writes": n_writes or 0,
+            "reads": n_reads or 0,
+            "skipped_records": _records(problems) if skip_invalid else 0,
+            "problems": [p.to_dict() for p in problems],
+            "warnings": [p.to_dict() for p in warnings],
+        }
+        sys.stdout.buffer.write(json_dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        _print_problems(problems, limit=len(problems))
+        _report_warnings(warnings, limit=len(warnings))
+        counts = (f"{n_conv} conversations, {n_turns} turns, {n_writes} writes"
+                  + (f", {n_reads} reads" if n_reads else "") if n_conv is not None else "")
+        if not problems:
+            err.print(f"[green]ok[/green]: {counts}" + (f"; {len(warnings)} warning(s)" if warnings else ""))
+        elif not fatal:
+            err.print(f"[yellow]--skip-invalid: {_records(problems)} bad record(s) would be skipped "
+                      f"({len(problems)} problem(s)); usable: {counts}[/yellow]")
+        else:
+            err.print(f"[red]{len(problems)} problem(s) in {_records(problems)} record(s)[/red]")
+    raise typer.Exit(EXIT_BAD_INPUT if fatal else EXIT_OK)
+
+
+def _passages_table(title: str, passages: tuple[Any, ...]) -> Table:
+    t = Table(title=title, title_justify="left", show_lines=False, expand=True)
+    t.add_column("turn", no_wrap=True)
+    t.add_column("speaker", no_wrap=True)
+    t.add_column("time", no_wrap=True)
+    t.add_column("text", ratio=1)
+    for p in passages:
+        text = timeref.annotate(p.text, p.time)  # as the evidence block shows it
+        t.add_row(escape_id(p.turn_id), escape(p.speaker), escape(p.time or ""), escape(text))
+    return t
+
+
+def _show_views(v: Views) -> None:
+    w = v.write
+    flag = " [yellow](search-limited)[/yellow]" if v.search_limited else ""
+    out.rule(f"write {escape_id(w.write_id)} · conversation {escape_id(w.conversation_id)}{flag}")
+    out.print(f"[bold]memory:[/bold] {escape(w.text)}")
+    out.print(_passages_table(f"citation-only view ({len(v.citation_only)} passages)", v.citation_only))
+    out.print(_passages_table(f"expanded-history view ({len(v.expanded)} passages)", v.expanded))
+    out.print(f"[dim]retrieved by BM25: {escape(', '.join(v.retrieved) or 'none')}[/dim]")
+
+
+@app.command()
+@handles_bad_input
+def views(
+    files: Files,
+    history: History = None,
+    write: Annotated[list[str] | None, typer.Option("--write", help="Only this write id (repeatable).")] = None,
+    format: Annotated[ViewsFmt, typer.Option("--format", help="table (for people) or jsonl.")] = ViewsFmt.table,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSONL here (atomic).")] = None,
+    limit_floor: Annotated[float, typer.Option(help="Search-limited floor, as a share of the top BM25 score.",
+                                               min=0.0, max=1.0)] = 0.5,
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Show the citation-only and expanded-history evidence views of each memory write."""
+    from ..spill import SpilledLog
+
+    with SpilledLog([*(history or []), *files]) as log:  # one conversation in memory at a time
+        log.raise_problems(skip_invalid=skip_invalid)
+        _report_skipped(log)
+        _report_warnings(log.warnings)
+        _views(log, write, format, output, limit_floor)
+
+
+def _views(log: Any, write: list[str] | None, format: ViewsFmt, output: Path | None, limit_floor: float) -> None:
+    wanted = set(write) if write else None
+    if wanted:
+        unknown = sorted(wanted - set(log.write_ids))
+        if unknown:
+            err.print(f"[red]error[/red]: unknown write id(s): {escape(', '.join(unknown))}")
+            raise typer.Exit(EXIT_BAD_INPUT)
+    settings = EvidenceSettings(limit_floor=limit_floor)
+    n_total = len(wanted) if wanted else len(log.write_ids)
+    limited = 0
+    if format is ViewsFmt.jsonl or output is not None:
+        sink = atomic_writer(output) if output else contextlib.nullcontext(sys.stdout.buffer)
+        with sink as fh, _progress() as bar:
+            task = bar.add_task("building views", total=n_total)
+            for v in build_views(log, settings, wanted):
+                limited += v.search_limited
+                fh.write(json_dumps(v.to_dict()) + b"\n")
+                bar.advance(task)
+    else:
+        for v in build_views(log, settings, wanted):
+            limited += v.search_limited
+            _show_views(v)
+    share = limited / n_total if n_total else 0.0
+    err.print(f"{n_total} writes; search-limited: {limited} ({share:.1%}) at floor {limit_floor}"
+              + (f"; written to {escape(str(output))}" if output else ""))
+
+
+@app.command("import")
+@handles_bad_input
+def import_(
+    source: Annotated[str, typer.Argument(help="locomo, mem0, mem0-db, graphiti, letta, langgraph or openai-agents.")],
+    path: Annotated[Path, typer.Argument(help="The source file.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Memory log JSONL to write (atomic).")],
+    skip_invalid: SkipInvalid = False,
+    scopes: Annotated[Path | None, typer.Option("--scopes", help="mem0-db: Memory.get_all() output (JSON) that "
+                                                "pins each memory id to its user/agent/run scope.")] = None,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write a log with no memory write (the "
+                                              "turns alone) instead of failing.")] = False,
+) -> None:
+    """Convert a public dataset or memory-system export into a derivaudit memory log."""
+    from ..importers import importers, run_import
+
+    if source not in importers():
+        err.print(f"[red]error[/red]: unknown source {escape(source)!r}; "
+                  f"known: {', '.join(sorted(importers()))}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    log, notes = run_import(source, path, output, skip_invalid=skip_invalid, allow_empty=allow_empty,
+                            options={"scopes": scopes})
+    _report_skipped(log)
+    extra = "".join(f", {k}: {v}" for k, v in notes.items())
+    err.print(f"[green]wrote[/green] {escape(str(output))}: {len(log.conversations)} conversations, "
+              f"{log.n_turns} turns, {len(log.writes)} writes{escape(extra)}")

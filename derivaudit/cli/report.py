@@ -1,0 +1,64 @@
+"""The report and its CI gates."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..io import atomic_writer
+from ..safe import escape
+from ._common import (
+    ReportFmt,
+    _bad,
+    _print_gates,
+    app,
+    err,
+    handles_bad_input,
+    out,
+)
+
+
+@app.command()
+@handles_bad_input
+def report(
+    run: Annotated[Path, typer.Argument(help="A run folder made by scan (and optionally replay).")],
+    format: Annotated[ReportFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")]
+    = ReportFmt.table,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here (atomic) instead of stdout.")]
+    = None,
+    fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"unsupported_admitted>0.25\"; "
+                       "exit 1 when it holds. Repeatable. With --baseline it reads the change.")] = None,
+    baseline: Annotated[Path | None, typer.Option("--baseline", help="Another run folder to compare against.")]
+    = None,
+    reps: Annotated[int, typer.Option("--reps", min=100, help="Bootstrap resamples of conversations.")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed (fixed: same run, same intervals).")] = 0,
+) -> None:
+    """What a run found, for people (table, md, html) and machines (json, csv, junit), with CI gates."""
+    from .. import report as rep
+    from ..report.table import print_report
+
+    try:
+        doc = rep.build(run, reps=reps, seed=seed)
+        if baseline is not None:
+            rep.compare(doc, rep.build(baseline, reps=reps, seed=seed))
+        gates = rep.evaluate_gates(doc, fail_if or [])
+    except rep.ReportError as e:
+        _bad(str(e))
+    doc["gates"] = gates
+    if format is ReportFmt.table:
+        if output is not None:
+            _bad("--format table prints to the terminal; pick md, json, csv, junit or html for -o")
+        print_report(out, doc)
+    else:
+        data = rep.render(doc, format.value, gates)
+        if output is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        else:
+            with atomic_writer(output, "wb") as fh:
+                fh.write(data)
+            err.print(f"wrote {escape(str(output))} ({len(data):,} bytes)")
+    _print_gates(gates)
