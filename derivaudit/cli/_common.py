@@ -20,6 +20,7 @@ from rich.text import Text
 
 from .. import __version__
 from ..io import LogError, OutputError, atomic_writer, check_output, load_log
+from ..models import DEFAULT_BACKEND, DEFAULT_MODEL
 from ..records import MemoryLog, Problem
 from ..runs import RunError
 from ..safe import dumps as json_dumps
@@ -273,6 +274,36 @@ def _roles(backend: str, model: str, base_url: list[str] | None, top_logprobs: i
                                 model_role or [], allowed)
     except BackendError as e:
         _bad(str(e))
+
+
+def model_options(*roles: str) -> Callable[[F], F]:
+    """The model options, declared once for every model-using command: the command's own signature
+    takes `models` (ModelRoles for `roles`, usage errors exit 2) and `use_cache` instead, and its
+    --help lists the options below its own."""
+    import inspect
+
+    options = {"backend": (BackendOpt, DEFAULT_BACKEND), "model": (ModelOpt, DEFAULT_MODEL),
+               "base_url": (BaseUrlOpt, None), "top_logprobs": (TopLogprobsOpt, None), "dtype": (DtypeOpt, None),
+               "threads": (ThreadsOpt, None), "model_role": (ModelRoleOpt, None), "no_cache": (NoCacheOpt, False)}
+
+    def deco(fn: F) -> F:
+        sig = inspect.signature(fn, eval_str=True)  # typer reads __signature__ as is: real annotations
+        own = [p for n, p in sig.parameters.items() if n not in ("models", "use_cache")]
+        added = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
+                 for n, (a, d) in options.items()]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            v = {n: kwargs.pop(n, d) for n, (_, d) in options.items()}
+            kwargs["models"] = _roles(v["backend"], v["model"], v["base_url"], v["top_logprobs"], v["model_role"],
+                                      roles, v["dtype"], v["threads"])
+            kwargs["use_cache"] = not v["no_cache"]
+            return fn(*args, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return deco
 
 
 def _pool(use_cache: bool) -> Any:

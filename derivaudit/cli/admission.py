@@ -11,37 +11,28 @@ import orjson
 import typer
 from rich.table import Table
 
-from ..models import DEFAULT_BACKEND, DEFAULT_MODEL
 from ..safe import dumps as json_dumps
 from ..safe import escape
 from ._common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
-    BackendOpt,
-    BaseUrlOpt,
-    DtypeOpt,
     Files,
     Fmt,
     History,
-    ModelOpt,
-    ModelRoleOpt,
-    NoCacheOpt,
     SkipInvalid,
-    ThreadsOpt,
-    TopLogprobsOpt,
     _backend_errors,
     _bad,
     _load,
     _pool,
     _print_problems,
     _progress,
-    _roles,
     _stage_progress,
     _write_html,
     _write_json,
     app,
     err,
     handles_bad_input,
+    model_options,
     out,
 )
 
@@ -53,6 +44,7 @@ class Split(StrEnum):
 
 @app.command()
 @handles_bad_input
+@model_options("verifier")
 def check(
     record: Annotated[str, typer.Option("--record", help="The memory text to verify.")],
     evidence: Annotated[Path, typer.Option("--evidence", help="Passages: JSONL with text/speaker/time, or "
@@ -61,14 +53,8 @@ def check(
     split: Annotated[Split, typer.Option("--split", help="record: the record is its own single claim / "
                                          "obligation / QA answer; decompose: the model writes them (as "
                                          "admit() does).")] = Split.record,
-    backend: BackendOpt = DEFAULT_BACKEND,
-    model: ModelOpt = DEFAULT_MODEL,
-    base_url: BaseUrlOpt = None,
-    top_logprobs: TopLogprobsOpt = None,
-    dtype: DtypeOpt = None,
-    threads: ThreadsOpt = None,
-    model_role: ModelRoleOpt = None,
-    no_cache: NoCacheOpt = False,
+    models: Any = None,
+    use_cache: bool = True,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
     """Score one record against passages with one view and print the verdict (log-odds, argmax)."""
@@ -81,8 +67,8 @@ def check(
     if not record.strip():
         _bad("--record is empty")
     passages = read_passages(evidence)
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
-    with _pool(not no_cache) as pool, _backend_errors():
+    roles = models
+    with _pool(use_cache) as pool, _backend_errors():
         v = admit(record, passages, view=view, verifier=pool.get(roles.spec("verifier")), split=split.value)
     score = v["verdict"]
     doc = {"record": record, "view": view, "passages": len(passages), "model": v["model"], **score,
@@ -109,6 +95,7 @@ def check(
 
 @app.command()
 @handles_bad_input
+@model_options("verifier")
 def replay(
     run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
     view: Annotated[str | None, typer.Option("--view", help="A view, a comma list, or all.")] = None,
@@ -123,14 +110,8 @@ def replay(
     reference: Annotated[str, typer.Option("--reference", help="The answer key: model (scan's labels, as the "
                                            "paper), human (review import) or gold (meta.gold in the log); "
                                            "always the expanded view's label.")] = "model",
-    backend: BackendOpt = DEFAULT_BACKEND,
-    model: ModelOpt = DEFAULT_MODEL,
-    base_url: BaseUrlOpt = None,
-    top_logprobs: TopLogprobsOpt = None,
-    dtype: DtypeOpt = None,
-    threads: ThreadsOpt = None,
-    model_role: ModelRoleOpt = None,
-    no_cache: NoCacheOpt = False,
+    models: Any = None,
+    use_cache: bool = True,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
     """Step 3: would a write-time verifier keep the valid memories and reject the unsupported ones?"""
@@ -139,7 +120,7 @@ def replay(
     from ..replay import replay as run_replay
     from ..report.table import print_replay
 
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
+    roles = models
     try:
         settings = parse_settings(view, evidence, setting)
         levels = parse_noise(noise)
@@ -147,7 +128,7 @@ def replay(
         check_options(combine_rule, point, reference, run)
     except ValueError as e:
         _bad(str(e))
-    with runs.lock(run), _pool(not no_cache) as pool, _backend_errors():
+    with runs.lock(run), _pool(use_cache) as pool, _backend_errors():
         be = pool.get(roles.spec("verifier"))
         with _progress() as bar:
             report = run_replay(run, be, settings, rule=combine_rule, point=point, noise=levels,
@@ -168,6 +149,7 @@ def replay(
 
 @app.command()
 @handles_bad_input
+@model_options("verifier")
 def drift(
     files: Files,
     history: History = None,
@@ -182,14 +164,8 @@ def drift(
                                                 "judged pair as JSON (atomic).")] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
                                               "examples; no scripts, no network).")] = None,
-    backend: BackendOpt = DEFAULT_BACKEND,
-    model: ModelOpt = DEFAULT_MODEL,
-    base_url: BaseUrlOpt = None,
-    top_logprobs: TopLogprobsOpt = None,
-    dtype: DtypeOpt = None,
-    threads: ThreadsOpt = None,
-    model_role: ModelRoleOpt = None,
-    no_cache: NoCacheOpt = False,
+    models: Any = None,
+    use_cache: bool = True,
     skip_invalid: SkipInvalid = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
@@ -203,8 +179,8 @@ def drift(
     if method not in METHODS:
         _bad(f"--method must be {' or '.join(METHODS)}, not {method!r}")
     log = _load(files, history or [], skip_invalid)
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
-    with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
+    roles = models
+    with _pool(use_cache) as pool, _backend_errors(), _progress() as bar:
         report = run_drift(log, pool.get(roles.spec("verifier")), against=against, method=method,
                            threshold=threshold, progress=_stage_progress(bar))
     if not report["pairs"]:
@@ -253,6 +229,7 @@ def families_build(
 
 @families_app.command("run")
 @handles_bad_input
+@model_options("verifier")
 def families_run(
     built: Annotated[Path, typer.Argument(help="A folder made by `families build`.")],
     view: Annotated[str, typer.Option("--view", help="Views, comma-separated.")] = "holistic,obligation",
@@ -262,14 +239,8 @@ def families_run(
                                                 "scored version as JSON (atomic).")] = None,
     threshold: Annotated[float, typer.Option("--threshold", help="Accept when log-odds > 0 (argmax, default) or "
                                              ">= this threshold.")] = 0.0,
-    backend: BackendOpt = DEFAULT_BACKEND,
-    model: ModelOpt = DEFAULT_MODEL,
-    base_url: BaseUrlOpt = None,
-    top_logprobs: TopLogprobsOpt = None,
-    dtype: DtypeOpt = None,
-    threads: ThreadsOpt = None,
-    model_role: ModelRoleOpt = None,
-    no_cache: NoCacheOpt = False,
+    models: Any = None,
+    use_cache: bool = True,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
     """Score every built version and report acceptance per cell, the valid-invalid gap and controls."""
@@ -281,9 +252,9 @@ def families_run(
     unknown = [v for v in views if v not in VIEWS]
     if unknown or not views:
         _bad(f"unknown view(s) {', '.join(unknown) or '(none)'} (known: {', '.join(VIEWS)})")
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
+    roles = models
     try:
-        with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
+        with _pool(use_cache) as pool, _backend_errors(), _progress() as bar:
             report = run(built, pool.get(roles.spec("verifier")), views, threshold=threshold,
                          progress=_stage_progress(bar))
     except FamilyError as e:
@@ -298,6 +269,7 @@ def families_run(
 
 @app.command()
 @handles_bad_input
+@model_options("verifier")
 def probe(
     probes: Annotated[Path, typer.Argument(help="Probe items (JSONL, see docs/commands.md).")],
     runs: Annotated[int, typer.Option("--runs", min=1, help="Repetitions of every option order.")] = 3,
@@ -305,23 +277,17 @@ def probe(
                                               "examples; no scripts, no network).")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
                                                 "answer as JSON (atomic).")] = None,
-    backend: BackendOpt = DEFAULT_BACKEND,
-    model: ModelOpt = DEFAULT_MODEL,
-    base_url: BaseUrlOpt = None,
-    top_logprobs: TopLogprobsOpt = None,
-    dtype: DtypeOpt = None,
-    threads: ThreadsOpt = None,
-    model_role: ModelRoleOpt = None,
-    no_cache: NoCacheOpt = False,
+    models: Any = None,
+    use_cache: bool = True,
     format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
 ) -> None:
     """The downstream cost of admission errors: a reader answers with a memory slot correct, distorted or empty."""
     from ..probe import ProbeError, run
     from ..report.table import print_probe
 
-    roles = _roles(backend, model, base_url, top_logprobs, model_role, ("verifier",), dtype, threads)
+    roles = models
     try:
-        with _pool(not no_cache) as pool, _backend_errors(), _progress() as bar:
+        with _pool(use_cache) as pool, _backend_errors(), _progress() as bar:
             report = run(probes, pool.get(roles.spec("verifier")), runs=runs, progress=_stage_progress(bar))
     except ProbeError as e:
         _print_problems(e.problems)

@@ -11,32 +11,24 @@ import orjson
 import typer
 
 from ..evidence import EvidenceSettings
-from ..models import DEFAULT_BACKEND, DEFAULT_MODEL
+from ..models import SCAN_ROLES
 from ..safe import dumps as json_dumps
 from ..safe import escape
 from ._common import (
-    BackendOpt,
-    BaseUrlOpt,
-    DtypeOpt,
     Files,
     Fmt,
     History,
-    ModelOpt,
-    ModelRoleOpt,
-    NoCacheOpt,
     SkipInvalid,
-    ThreadsOpt,
-    TopLogprobsOpt,
     _backend_errors,
     _bad,
     _load,
     _pool,
     _progress,
-    _roles,
     _stage_progress,
     app,
     err,
     handles_bad_input,
+    model_options,
     out,
 )
 
@@ -98,6 +90,7 @@ def review_import(
 
 @app.command()
 @handles_bad_input
+@model_options(*SCAN_ROLES)
 def scan(
     files: Files,
     run: Annotated[Path, typer.Option("-o", "--run", help="Run folder (created; resumed if it exists).")],
@@ -107,32 +100,25 @@ def scan(
                                                            "(repeatable).")] = None,
     until: Annotated[str, typer.Option("--until", help="Stop after views, obligations, primitives or "
                                        "labels.")] = "labels",
-    backend: BackendOpt = DEFAULT_BACKEND,
-    model: ModelOpt = DEFAULT_MODEL,
-    base_url: BaseUrlOpt = None,
-    top_logprobs: TopLogprobsOpt = None,
-    dtype: DtypeOpt = None,
-    threads: ThreadsOpt = None,
-    model_role: ModelRoleOpt = None,
     limit_floor: Annotated[float, typer.Option(help="Search-limited floor (share of the top BM25 score).",
                                                min=0.0, max=1.0)] = 0.5,
-    no_cache: NoCacheOpt = False,
+    models: Any = None,
+    use_cache: bool = True,
     skip_invalid: SkipInvalid = False,
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Go on when the log (or the selection) has "
                                               "no write; without it that is exit code 2.")] = False,
     format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
 ) -> None:
     """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
-    from ..models import SCAN_ROLES
     from ..scan import UNTIL, ScanConfig
 
     if until not in UNTIL:
         _bad(f"--until must be views, obligations, primitives or labels, not {until!r}")
     cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit, conversations=conversation,
                      until=until,
-                     models=_roles(backend, model, base_url, top_logprobs, model_role, SCAN_ROLES, dtype, threads),
+                     models=models,
                      files=[str(f.resolve()) for f in files], history=[str(h.resolve()) for h in history or []],
-                     use_cache=not no_cache, skip_invalid=skip_invalid, allow_empty=allow_empty)
+                     use_cache=use_cache, skip_invalid=skip_invalid, allow_empty=allow_empty)
     _run_scan(cfg, run, format)
 
 
