@@ -258,6 +258,11 @@ ModelRoleOpt = Annotated[list[str] | None, typer.Option(
     "Roles not named use --backend/--model.")]
 
 
+def print_json(doc: Any) -> None:
+    """A JSON document on stdout (indented; controls and bidi characters escaped), for --format json."""
+    sys.stdout.buffer.write(json_dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+
+
 def _bad(msg: str) -> NoReturn:
     err.print(f"[red]error[/red]: {escape(msg)}")
     raise typer.Exit(EXIT_BAD_INPUT)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import orjson
 import typer
 from rich.table import Table
 
-from ..safe import dumps as json_dumps
 from ..safe import escape
 from ._common import (
     EXIT_BAD_INPUT,
@@ -34,6 +31,7 @@ from ._common import (
     handles_bad_input,
     model_options,
     out,
+    print_json,
 )
 
 
@@ -75,7 +73,7 @@ def check(
            "decision": None if score["logodds"] is None else ("admit" if v["decision"] else "reject"),
            "operating_point": "argmax (log-odds > 0)"}
     if format is Fmt.json:
-        sys.stdout.buffer.write(json_dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        print_json(doc)
     elif score["error"]:
         out.print(f"[red]scoring error[/red]: {escape(score['error'])}; top tokens: {escape(str(score['top']))}")
     else:
@@ -137,7 +135,7 @@ def replay(
         report["usage"] = {**be.usage.to_dict(), **({"cache_hits": be.hits, "cache_misses": be.misses}
                                                     if hasattr(be, "hits") else {})}
     if format is Fmt.json:
-        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        print_json(report)
     else:
         print_replay(out, report)
         u = report["usage"]
@@ -189,7 +187,7 @@ def drift(
     _write_json(output, report)
     _write_html(html, "drift_html", report)
     if format is Fmt.json:
-        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        print_json(report)
     else:
         print_drift(out, report)
 
@@ -262,7 +260,7 @@ def families_run(
     _write_json(output, report)
     _write_html(html, "families_html", report)
     if format is Fmt.json:
-        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        print_json(report)
     else:
         print_families(out, report)
 
@@ -296,6 +294,6 @@ def probe(
     _write_json(output, report)
     _write_html(html, "probe_html", report)
     if format is Fmt.json:
-        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        print_json(report)
     else:
         print_probe(out, report)

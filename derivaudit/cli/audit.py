@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
 
 from ..evidence import EvidenceSettings
 from ..models import SCAN_ROLES
-from ..safe import dumps as json_dumps
 from ..safe import escape
 from ._common import (
     Files,
@@ -30,6 +27,7 @@ from ._common import (
     handles_bad_input,
     model_options,
     out,
+    print_json,
 )
 
 review_app = typer.Typer(help="Human review of the reference labels: a blinded, stratified sample out, the "
@@ -80,7 +78,7 @@ def review_import(
     except ReviewError as e:
         _bad(str(e))
     if format is Fmt.json:
-        sys.stdout.buffer.write(json_dumps(metrics, option=orjson.OPT_INDENT_2) + b"\n")
+        print_json(metrics)
     else:
         print_review(out, metrics)
 
@@ -144,7 +142,7 @@ def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
         err.print(f"stopped after {cfg.until}; files in {escape(str(run))}")
         return
     if format is Fmt.json:
-        sys.stdout.buffer.write(json_dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        print_json(report)
     else:
         print_scope(out, report)
         print_rubric(out, report.get("rubric"))

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
-import orjson
 import typer
 from rich.table import Table
 
-from ..safe import dumps as json_dumps
 from ..safe import escape
 from ._common import (
     Fmt,
@@ -17,6 +14,7 @@ from ._common import (
     err,
     handles_bad_input,
     out,
+    print_json,
 )
 
 cache_app = typer.Typer(help="The persistent model-result cache ($DERIVAUDIT_HOME/cache.sqlite).",
@@ -32,7 +30,7 @@ def cache_stats(format: Annotated[Fmt, typer.Option("--format")] = Fmt.table) ->
 
     st = ResultCache().stats()
     if format is Fmt.json:
-        sys.stdout.buffer.write(json_dumps(st, option=orjson.OPT_INDENT_2) + b"\n")
+        print_json(st)
         return
     out.print(f"{escape(st['path'])}: {st['entries']} entries, {st['bytes'] / 1e6:.1f} MB")
     t = Table("backend", "model", "kind", "entries")

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
 from rich.table import Table
 
@@ -33,6 +32,7 @@ from ._common import (
     err,
     handles_bad_input,
     out,
+    print_json,
 )
 
 
@@ -73,7 +73,7 @@ def validate(
             "problems": [p.to_dict() for p in problems],
             "warnings": [p.to_dict() for p in warnings],
         }
-        sys.stdout.buffer.write(json_dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        print_json(doc)
     else:
         _print_problems(problems, limit=len(problems))
         _report_warnings(warnings, limit=len(warnings))
