@@ -241,7 +241,8 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
                               "warning": calibrate.health_warning(x.role, cal)}
         slot_off = calibrate.slot_check_off(cals[:2])
     else:
-        slot_off = "not calibrated (--no-calibrate): the slot check is only used at calibrated thresholds"
+        slot_off = ("the scan is not calibrated (ScanConfig.calibrate=False): the slot check is only used at "
+                    "calibrated thresholds")
     for x in (a, b, adj):
         if slot_off:
             x.thresholds["s"] = math.inf  # never asked (annotate skips an unreachable threshold)
