@@ -189,15 +189,18 @@ def calibrate(backend: Backend, variant: str, log: MemoryLog, n: int = 24, targe
 
 
 def calibrate_many(annotators: Sequence[tuple[Backend, str, Any]], log: MemoryLog, n: int = 24,
-                   target: float = TARGET_FPR) -> list[dict[str, Any]]:
+                   target: float = TARGET_FPR, with_slots: Sequence[bool] | None = None) -> list[dict[str, Any]]:
     """`calibrate` for several (backend, variant, task) at once: one scoring call, so annotators on
-    one backend share each evidence window's prefix (scores are the same as calibrating each alone)."""
+    one backend share each evidence window's prefix (scores are the same as calibrating each alone).
+    `with_slots[k]` False leaves annotator k's S items unscored (no "s" threshold): the
+    adjudicator's S threshold is needed only when the annotators' S check is on."""
     from .annotate import passages_block, score_all
 
     items = build_items(log, n=n)
     e_items = [it for it in items if it.kind == "e"]
     r_pos = [it for it in items if it.kind == "r"]
     s_items = build_slot_items(log, n=n)
+    with_slots = list(with_slots) if with_slots is not None else [True] * len(annotators)
 
     def prompts(backend: Backend, task: Any, its: Sequence[Item], which: str) -> list[tuple[Backend, Prompt]]:
         out = []
@@ -207,14 +210,36 @@ def calibrate_many(annotators: Sequence[tuple[Backend, str, Any]], log: MemoryLo
         return out
 
     reqs: list[tuple[Backend, Prompt]] = []
-    for backend, variant, task in annotators:
+    spans = []
+    for (backend, variant, task), slotted in zip(annotators, with_slots, strict=True):
         task = task or annotator_task(variant)
+        start = len(reqs)
         reqs += prompts(backend, task, e_items, "e") + prompts(backend, task, e_items, "r") + prompts(
-            backend, task, r_pos, "r") + prompts(backend, task, s_items, "s")
-    per = 2 * len(e_items) + len(r_pos) + len(s_items)
+            backend, task, r_pos, "r") + (prompts(backend, task, s_items, "s") if slotted else [])
+        spans.append((start, len(reqs), slotted))
     scores = score_all(reqs)
-    return [_pick_all([s.logodds for s in scores[k * per : (k + 1) * per]], items, e_items, s_items, target)
-            for k in range(len(annotators))]
+    return [_pick_all([s.logodds for s in scores[a:b]], items, e_items, s_items if slotted else [], target)
+            for a, b, slotted in spans]
+
+
+def calibrate_slots(backend: Backend, variant: str, log: MemoryLog, n: int = 24, target: float = TARGET_FPR,
+                    task=None) -> Threshold | None:
+    """One annotator's S threshold alone (None: the log gives no S items): the same items and
+    scores as in `calibrate_many`."""
+    from .annotate import passages_block, score_all
+
+    s_items = build_slot_items(log, n=n)
+    if not s_items:
+        return None
+    task = task or annotator_task(variant)
+    reqs = []
+    for it in s_items:
+        question, verdict = task("s", it.statement, it.slot)
+        reqs.append((backend, Prompt(passages_block(it.passages), question, verdict=verdict)))
+    scores = score_all(reqs)
+    pos = [s.logodds for s, it in zip(scores, s_items, strict=True) if it.positive and s.logodds is not None]
+    neg = [s.logodds for s, it in zip(scores, s_items, strict=True) if not it.positive and s.logodds is not None]
+    return pick(pos, neg, target)
 
 
 def _pick_all(vals: Sequence[float | None], items: Sequence[Item], e_items: Sequence[Item],

@@ -233,13 +233,17 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
     t0 = time.time()
     health = {}
     if cfg.calibrate:  # all three roles in one call: roles on one model share each window's prefix
+        # the adjudicator's S items only once the annotators' S check is known to be on (else unused)
         cals = calibrate.calibrate_many([(x.backend, x.variant, calibrate.adjudicator_task() if x is adj else None)
-                                         for x in (a, b, adj)], log)
+                                         for x in (a, b, adj)], log, with_slots=(True, True, False))
+        slot_off = calibrate.slot_check_off(cals[:2])
+        if not slot_off and (t := calibrate.calibrate_slots(adj.backend, adj.variant, log,
+                                                             task=calibrate.adjudicator_task())) is not None:
+            cals[2]["thresholds"]["s"] = t
         for x, cal in zip((a, b, adj), cals, strict=True):
             x.thresholds = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
             health[x.role] = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()},
                               "warning": calibrate.health_warning(x.role, cal)}
-        slot_off = calibrate.slot_check_off(cals[:2])
     else:
         slot_off = ("the scan is not calibrated (ScanConfig.calibrate=False): the slot check is only used at "
                     "calibrated thresholds")

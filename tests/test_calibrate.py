@@ -108,6 +108,29 @@ def test_calibrating_several_annotators_at_once_gives_each_its_own_thresholds(fi
     assert len(be.seen) == 3 * (2 * (2 * n_items // 3) + n_items // 3 + n_slot)
 
 
+def test_the_adjudicator_s_items_can_wait_until_the_slot_check_is_known_to_be_on(fixtures):
+    """Scan scores the adjudicator's S items only when A and B turn the slot check on: leaving them
+    out changes no other threshold, and scoring them later gives the threshold calibrating at once does."""
+    from derivaudit.calibrate import adjudicator_task, calibrate, calibrate_many, calibrate_slots
+
+    from .rule_backend import RuleBackend
+
+    log = load_log(fixtures / "memories.jsonl")
+    be = RuleBackend()
+    roles = [(be, "a", None), (be, "b", None), (be, "a", adjudicator_task())]
+    whole = calibrate_many(roles, log, n=6)
+    seen = len(be.seen)
+    be.seen.clear()
+    part = calibrate_many(roles, log, n=6, with_slots=(True, True, False))
+    assert part[:2] == whole[:2]
+    assert "s" not in part[2]["thresholds"] and part[2]["slot_items"] == 0
+    assert {k: v for k, v in part[2]["thresholds"].items()} == {k: v for k, v in whole[2]["thresholds"].items()
+                                                                  if k != "s"}
+    assert len(be.seen) == seen - whole[2]["slot_items"]
+    alone = calibrate(RuleBackend(), "a", log, n=6, task=adjudicator_task())
+    assert calibrate_slots(RuleBackend(), "a", log, n=6, task=adjudicator_task()) == alone["thresholds"]["s"]
+
+
 def test_slot_items_change_the_value_of_a_passage_and_keep_it_for_the_negatives(fixtures):
     from derivaudit.calibrate import build_slot_items
 
