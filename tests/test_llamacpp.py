@@ -41,6 +41,25 @@ def test_scores_follow_the_rule_and_reuse_the_prefix(smol):
         assert a.logodds == pytest.approx(b.logodds, abs=1e-3)
 
 
+def test_a_saved_state_sharing_part_of_a_prefix_is_restored_and_cut_back(smol):
+    """Null evidence of n passages is the start of null evidence of n + 1: a later prompt restores
+    the saved state of another block it shares a long start with, cut back to what they share,
+    and evaluates only the rest; its score is the one a fresh model gives."""
+    lines = [f"[{i}] A: this is a quiet passage number {i} about nothing much at all." for i in range(1, 9)]
+    short, long_ = "Passages:\n" + "\n".join(lines[:6]) + "\n\n", "Passages:\n" + "\n".join(lines) + "\n\n"
+    other = "Passages:\n[1] B: something else entirely, to move the context away from both blocks.\n\n"
+    be = load_backend("llamacpp", "smollm2", cache=False)
+    be.score([Prompt(short, TASKS[0])])
+    be.score([Prompt(other * 4, TASKS[0])])  # the context now holds something else
+    before = be.usage.computed_tokens
+    got = be.score([Prompt(long_, TASKS[1])])[0]
+    used = be.usage.computed_tokens - before
+    full = len(be.encode(Prompt(long_, TASKS[1])))
+    assert used < full - 40  # the shared start came from the saved state, not from evaluation
+    fresh = load_backend("llamacpp", "smollm2", cache=False).score([Prompt(long_, TASKS[1])])[0]
+    assert got.logodds == pytest.approx(fresh.logodds, abs=1e-3)
+
+
 def test_a_change_of_thread_count_mid_run_leaves_the_scores(smol):
     """The default follows the free cores and may switch threads between evaluations; a fixed
     --threads never switches. Scores do not depend on either."""

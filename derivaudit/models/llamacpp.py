@@ -35,6 +35,19 @@ from .base import (
 )
 from .cores import FreeCores
 
+# A saved state is restored for a prefix it shares only when it saves at least this many tokens
+# (restoring copies the state: cheap next to evaluating tens of tokens, not next to a few).
+MIN_RESTORE = 16
+
+
+def _shared(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
@@ -152,6 +165,11 @@ class LlamaCppBackend(Backend):
         if have < len(prefix) and key in self._states:
             self._restore(key)
             return
+        if have < len(prefix):  # a saved state that shares more of it: restored, then cut back
+            best, n = max(((k, _shared(k, prefix)) for k in self._states), key=lambda x: x[1], default=(None, 0))
+            if best is not None and n > have + MIN_RESTORE:
+                self._restore(best)
+                have = n
         llm.n_tokens = have
         if have < len(prefix):
             self._eval(prefix[have:])
