@@ -131,15 +131,14 @@ def _quiet(message: str) -> None:
     pass
 
 
-LOCAL_BACKENDS = ("llamacpp", "transformers")
-
-
 def chunk_size(cfg: ScanConfig, annotators: Sequence[Annotator]) -> int:
-    """Writes per round trip: one for in-process models (nothing to batch; the partial file gets
-    every write as soon as it is judged), eight for servers (concurrent requests)."""
+    """Writes per round trip: one for serial in-process models (nothing to batch; the partial file
+    gets every write as soon as it is judged), eight for batching engines and servers."""
+    from .models import BACKENDS
+
     if cfg.chunk:
         return cfg.chunk
-    return 1 if all(x.backend.name in LOCAL_BACKENDS for x in annotators) else 8
+    return 1 if all(BACKENDS.has(x.backend.name, "serial") for x in annotators) else 8
 
 
 def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator, Annotator] | None = None, *,

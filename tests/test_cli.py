@@ -124,7 +124,7 @@ def test_model_roles_usage_errors(fixtures, tmp_path):
     r = run("replay", tmp_path / "r", "--model-role", "annotator_b=x")
     assert r.exit_code == 2 and "unknown role" in r.output
     r = run("scan", fixtures / "memories.jsonl", "-o", tmp_path / "r", "--base-url", "http://127.0.0.1:9/v1")
-    assert r.exit_code == 2 and "only for --backend openai" in r.output
+    assert r.exit_code == 2 and "--base-url is for the openai backend" in r.output
     assert not (tmp_path / "r").exists()
 
 

@@ -73,7 +73,7 @@ def test_spec_checks_backend_and_base_url():
 
     with pytest.raises(BackendError, match="unknown backend"):
         ModelSpec("nope", "m")
-    with pytest.raises(BackendError, match="only for --backend openai"):
+    with pytest.raises(BackendError, match="--base-url is for the openai backend"):
         ModelSpec("transformers", "m", ("http://x",))
     assert ModelSpec("openai", "m").options()["base_urls"] == ["http://127.0.0.1:8000/v1"]
 
@@ -81,7 +81,7 @@ def test_spec_checks_backend_and_base_url():
 def test_threads_are_for_the_cpu_backends_and_carry_to_roles():
     from derivaudit.models import ModelSpec, parse_role
 
-    with pytest.raises(BackendError, match="--threads is for the llamacpp and transformers"):
+    with pytest.raises(BackendError, match="--threads is for the transformers and llamacpp backends"):
         ModelSpec("openai", "m", threads=2)
     with pytest.raises(BackendError, match="at least 1"):
         ModelSpec("llamacpp", "m", threads=0)

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from .. import __version__
 from ..io import LogError, OutputError, atomic_writer, check_output, load_log
-from ..models import DEFAULT_BACKEND, DEFAULT_MODEL
+from ..models import BACKENDS, DEFAULT_BACKEND, DEFAULT_MODEL, ROLES, backend_choices
 from ..records import MemoryLog, Problem
 from ..runs import RunError
 from ..safe import dumps as json_dumps
@@ -235,18 +235,16 @@ def _print_gates(gates: list[dict[str, Any]]) -> None:
 
 # ---------------------------------------------------------------- model-using commands
 
-BackendOpt = Annotated[str, typer.Option("--backend", envvar="DERIVAUDIT_BACKEND", help="llamacpp (CPU, GGUF), "
-                                         "transformers (CPU/GPU), vllm (local GPU) or openai (OpenAI-compatible "
-                                         "servers).")]
+BackendOpt = Annotated[str, typer.Option("--backend", envvar="DERIVAUDIT_BACKEND", help=f"{backend_choices()}.")]
 ModelOpt = Annotated[str, typer.Option("--model", envvar="DERIVAUDIT_MODEL", help="qwen2.5-coder-1.5b or smollm2 "
                                        "(embedded, offline), a .gguf file, a model folder, a hub id, or the served "
                                        "model name (openai).")]
-DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="transformers/vllm weights: auto (bfloat16 on GPUs and "
-                                              "CPUs with native bfloat16, else float32), float32, bfloat16, "
-                                              "float16.")]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", envvar="DERIVAUDIT_THREADS", min=1, help="llamacpp/"
-                                              "transformers: CPU threads (default: one per core that other work "
-                                              "leaves free, re-read as it runs; see docs/models.md).")]
+DtypeOpt = Annotated[str | None, typer.Option("--dtype", help=(
+    f"{'/'.join(BACKENDS.having('dtype'))} weights: auto (bfloat16 on GPUs and CPUs with native bfloat16, "
+    "else float32), float32, bfloat16, float16."))]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", envvar="DERIVAUDIT_THREADS", min=1, help=(
+    f"{'/'.join(BACKENDS.having('threads'))}: CPU threads (default: one per core that other work leaves free, "
+    "re-read as it runs; see docs/models.md)."))]
 BaseUrlOpt = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible server URL, e.g. "
                                                       "http://gpu1:8000/v1 (repeat for a fleet).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
@@ -254,7 +252,7 @@ TopLogprobsOpt = Annotated[int | None, typer.Option("--top-logprobs", help="open
                                                     "(the server's cap; default 20).", min=1, max=100)]
 ModelRoleOpt = Annotated[list[str] | None, typer.Option(
     "--model-role", help="Give one role its own model: ROLE=MODEL or ROLE=BACKEND:MODEL, e.g. "
-    "annotator_b=openai:qwen2.5-7b (repeatable; roles: annotator_a, annotator_b, adjudicator, verifier). "
+    f"annotator_b=openai:qwen2.5-7b (repeatable; roles: {', '.join(ROLES)}). "
     "Roles not named use --backend/--model.")]
 
 

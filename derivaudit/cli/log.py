@@ -12,6 +12,7 @@ from rich.table import Table
 
 from .. import timeref
 from ..evidence import EvidenceSettings, Views, build_views
+from ..importers import IMPORTERS
 from ..io import LogError, atomic_writer
 from ..safe import dumps as json_dumps
 from ..safe import escape, escape_id
@@ -163,7 +164,7 @@ def _views(log: Any, write: list[str] | None, format: ViewsFmt, output: Path | N
 @app.command("import")
 @handles_bad_input
 def import_(
-    source: Annotated[str, typer.Argument(help="locomo, mem0, mem0-db, graphiti, letta, langgraph or openai-agents.")],
+    source: Annotated[str, typer.Argument(help=f"{', '.join(IMPORTERS)}.")],
     path: Annotated[Path, typer.Argument(help="The source file.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Memory log JSONL to write (atomic).")],
     skip_invalid: SkipInvalid = False,

@@ -21,12 +21,33 @@ from ..registry import Registry
 from .base import DEFAULT_TOP_K, Backend, BackendError, Prompt, Score, score_from_top
 from .cache import CachedBackend, ResultCache
 
+# Traits: the options a backend takes (threads: CPU threads; dtype: weight type; base_urls: a server
+# fleet) and `serial`: it runs in this process one prompt at a time, so a scan sends it one write
+# per round trip (nothing to batch; every write reaches the partial file as soon as it is judged).
 BACKENDS = Registry("backend", {
     "transformers": "derivaudit.models.hf:TransformersBackend",
     "vllm": "derivaudit.models.vllm:VLLMBackend",
     "openai": "derivaudit.models.openai:OpenAIBackend",
     "llamacpp": "derivaudit.models.llamacpp:LlamaCppBackend",
+}, traits={
+    "transformers": {"threads": True, "dtype": True, "serial": True, "about": "CPU/GPU"},
+    "vllm": {"dtype": True, "about": "local GPU"},
+    "openai": {"base_urls": True, "about": "OpenAI-compatible servers"},
+    "llamacpp": {"threads": True, "serial": True, "about": "CPU, GGUF"},
 })
+
+
+def backend_choices() -> str:
+    """The backends as the --backend help names them (from the registry: a new one appears there)."""
+    return ", ".join(f"{n} ({BACKENDS.trait(n, 'about')})" if BACKENDS.trait(n, "about") else n for n in BACKENDS)
+
+
+def _takes(option: str, flag: str, backend: str) -> BackendError | None:
+    if BACKENDS.has(backend, option):
+        return None
+    names = BACKENDS.having(option)
+    listed = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    return BackendError(f"{flag} is for the {listed} backend{'s' if len(names) > 1 else ''}, not {backend}")
 # The default model, named once: every command and library call without --model uses it
 # (the environment variables DERIVAUDIT_BACKEND / DERIVAUDIT_MODEL override it, e.g. in CI).
 DEFAULT_BACKEND = "llamacpp"
@@ -73,17 +94,15 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise BackendError(f"unknown backend {self.backend!r} (known: {', '.join(BACKENDS)})")
-        if self.base_urls and self.backend != "openai":
-            raise BackendError("--base-url is only for --backend openai")
-        if self.dtype and self.backend not in ("transformers", "vllm"):
-            raise BackendError(f"--dtype is for the transformers and vllm backends, not {self.backend}")
-        if self.threads is not None and self.backend not in ("llamacpp", "transformers"):
-            raise BackendError(f"--threads is for the llamacpp and transformers backends, not {self.backend}")
+        for given, option, flag in ((self.base_urls, "base_urls", "--base-url"), (self.dtype, "dtype", "--dtype"),
+                                    (self.threads is not None, "threads", "--threads")):
+            if given and (err := _takes(option, flag, self.backend)):
+                raise err
         if self.threads is not None and self.threads < 1:
             raise BackendError(f"--threads must be at least 1, got {self.threads}")
 
     def options(self) -> dict[str, Any]:
-        if self.backend == "openai":
+        if BACKENDS.has(self.backend, "base_urls"):
             return {"base_urls": list(self.base_urls or (DEFAULT_BASE_URL,)), "top_logprobs": self.top_logprobs}
         opts: dict[str, Any] = {"dtype": self.dtype} if self.dtype else {}
         if self.threads:
@@ -122,7 +141,7 @@ def parse_role(text: str, default: ModelSpec, roles: tuple[str, ...] = ROLES) ->
     return role, ModelSpec(backend, model, default.base_urls if keep else (),
                            default.top_logprobs if backend == "openai" else None,
                            default.dtype if backend == default.backend else None,
-                           default.threads if backend in ("llamacpp", "transformers") else None)
+                           default.threads if BACKENDS.has(backend, "threads") else None)
 
 
 @dataclass
