@@ -204,7 +204,7 @@ def run(built: str | Path, backend: Backend, views: Sequence[str] = ("holistic",
     items = read_jsonl(built / ITEMS)
     texts = sorted({it["memory"] for it in items})
     obligations: dict[str, list[tuple[str, str]]] = {}
-    if any(v != "holistic" for v in views):
+    if any(get_view(v).needs_obligations for v in views):
         decs = decompose(backend, [Write(f"m{i}", "families", t, (), "families") for i, t in enumerate(texts)])
         obligations = {t: [(o.kind, o.text) for o in d.obligations] for t, d in zip(texts, decs, strict=True)}
         progress("obligations", len(texts), len(texts))

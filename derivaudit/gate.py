@@ -65,7 +65,7 @@ def admit(record: str, passages: Sequence[str | dict[str, Any]], *, view: str = 
     if split == "record" and obligations is None:
         memory = record_memory(record)
     else:
-        if obligations is None and view not in ("holistic", "qa", "qa_each"):
+        if obligations is None and v.needs_obligations:
             from .annotate import decompose
 
             w = Write("gate", "gate", record, (), "gate")

@@ -50,7 +50,8 @@ class View:
     description: str
     parts: Callable[[Memory], list[dict[str, str]]] = field(default=lambda m: [{}])
     split: bool = False  # several parts, combined into one score (minimum by default)
-    needs_qa: bool = False
+    needs_qa: bool = False  # its parts read the record's QA pairs (asked of the model first)
+    needs_obligations: bool = False  # its parts read the obligations (decomposed by the model first)
 
     def prompts(self, shared: str, memory: Memory | None = None) -> list[Prompt]:
         memory = memory or Memory(record="")
@@ -67,14 +68,19 @@ def register(view: View) -> View:
 
 register(View("holistic", "one question about the whole record"))
 register(View("atomic", "one question per claim (fact obligation), combined", split=True,
+              needs_obligations=True,
               parts=lambda m: [{"claim": c} for c in m.claims]))
 register(View("residual", "what the record asserts beyond its listed claims",
+              needs_obligations=True,
               parts=lambda m: [{"claims": _bullets(m.claims)}]))
 register(View("composition", "the claims plus whatever connects them (composition graph)",
+              needs_obligations=True,
               parts=lambda m: [{"claims": _bullets(m.claims)}]))
 register(View("compact", "the record as claims and links, every line must hold (compact relations)",
+              needs_obligations=True,
               parts=lambda m: [{"lines": _bullets([t for _, t in m.obligations] or [m.record])}]))
 register(View("obligation", "the obligation-aware admission gate",
+              needs_obligations=True,
               parts=lambda m: [{"obligations": _bullets([t for _, t in m.obligations] or [m.record])}]))
 register(View("qa", "predicate-argument QA, one joint verdict", needs_qa=True,
               parts=lambda m: [{"qa": "\n".join(f"Q: {q} A: {a}" for q, a in m.qa) or f"Q: What is recorded? "
