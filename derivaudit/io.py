@@ -12,6 +12,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import stat
 import tempfile
 import unicodedata
@@ -844,6 +845,28 @@ def atomic_writer(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
         if isinstance(e, OSError) and e.filename in (None, tmp, str(target)):  # not the caller's own read
             raise OutputError(f"{shown}: cannot write: {e.strerror or e}") from None
         raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """A temp folder beside `path`, renamed to `path` only if the block succeeds (removed if not).
+    Where another process put `path` in place first, its folder is kept and ours removed: two
+    processes building the same thing (a converted model) agree on one."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError as e:
+        raise OutputError(f"{target}: cannot write in {target.parent}: {e.strerror or e}") from None
+    try:
+        yield tmp
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not target.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:

@@ -356,3 +356,19 @@ def test_supersedes_naming_a_family_by_its_first_write_is_accepted(tmp_path):
     log = _sup_log(tmp_path, {"write_id": "a", "text": "x"},
                    {"write_id": "b", "text": "y", "verified_correction": True, "supersedes": ["a"]})
     assert [w.write_id for w in load_log(log).writes] == ["a", "b"]
+
+
+def test_atomic_dir_puts_a_folder_in_place_only_when_done_and_keeps_a_winner(tmp_path):
+    from derivaudit.io import atomic_dir
+
+    target = tmp_path / "models" / "converted"
+    with pytest.raises(RuntimeError), atomic_dir(target) as tmp:
+        (tmp / "config.json").write_text("{}")
+        raise RuntimeError("conversion failed")
+    assert not target.exists() and not list(target.parent.iterdir())  # nothing half-made is left
+    with atomic_dir(target) as tmp:
+        (tmp / "config.json").write_text('{"mine": 1}')
+    assert (target / "config.json").read_text() == '{"mine": 1}'
+    with atomic_dir(target) as tmp:  # another process finished first: its folder stays
+        (tmp / "config.json").write_text('{"late": 1}')
+    assert (target / "config.json").read_text() == '{"mine": 1}' and len(list(target.parent.iterdir())) == 1

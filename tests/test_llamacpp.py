@@ -126,17 +126,28 @@ def test_chunked_model_is_assembled_and_checked(tmp_path, monkeypatch):
     whole = b"".join(blobs)
     spec = Chunked("test model", ("da_test_part1", "da_test_part2", "da_test_part3"), "part{n:02d}.bin",
                    "test.gguf", hashlib.sha256(whole).hexdigest(), "pip install da-test-part1..3")
-    out = assemble(spec, progress=False)
+    from derivaudit import progress
+
+    seen = []
+    prev = progress.set_reporter(lambda what, done, total, unit: seen.append((what, done, total, unit)))
+    try:
+        out = assemble(spec)
+    finally:
+        progress.set_reporter(prev)
     assert out.read_bytes() == whole and out.parent == tmp_path / "home" / "models"
-    assert assemble(spec, progress=False) == out  # second use: the checked file is reused
+    # progress in bytes, rising, finished once, with the checked file named last
+    done = [d for _, d, _, _ in seen]
+    assert done == sorted(done) and seen[-1][1:] == (len(whole), len(whole), "bytes")
+    assert sum(d == t for _, d, t, _ in seen) == 1 and "sha256 checked" in seen[-1][0]
+    assert assemble(spec) == out  # second use: the checked file is reused
     bad = Chunked("test model", spec.packages, spec.chunk, "bad.gguf", "0" * 64, spec.pip)
     with pytest.raises(BackendError, match="refusing it"):
-        assemble(bad, progress=False)
+        assemble(bad)
     assert not (tmp_path / "home" / "models" / "bad.gguf").exists()
     assert not list((tmp_path / "home" / "models").glob(".*tmp"))
     missing = Chunked("test model", (*spec.packages, "da_test_part9"), spec.chunk, "m.gguf", spec.sha256, spec.pip)
     with pytest.raises(BackendError, match="missing package.*da-test-part9"):
-        assemble(missing, progress=False)
+        assemble(missing)
 
 
 @pytest.mark.slow

