@@ -36,7 +36,7 @@ from .runs import VIEW_NAMES, Stage, load_meta, save_meta
 from .stats import SCOPE_HELP, cohen_kappa, rates
 
 Progress = Callable[[str, int, int], None]  # (stage, advance, total)
-UNTIL = ("views", "obligations", "primitives", "labels")
+UNTIL = tuple(runs.STAGES)  # the stages, in order: views, obligations, primitives, labels
 _fp = runs.fingerprint
 
 

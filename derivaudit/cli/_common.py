@@ -22,6 +22,7 @@ from .. import __version__
 from ..io import LogError, OutputError, atomic_writer, check_output, load_log
 from ..models import BACKENDS, DEFAULT_BACKEND, DEFAULT_MODEL, ROLES, backend_choices
 from ..records import MemoryLog, Problem
+from ..report import FORMATS as REPORT_FORMATS
 from ..runs import RunError
 from ..safe import dumps as json_dumps
 from ..safe import escape
@@ -239,16 +240,12 @@ SkipInvalid = Annotated[bool, typer.Option("--skip-invalid", help="Skip bad reco
                                            "instead of stopping.")]
 
 
-class ReportFmt(StrEnum):
-    table = "table"
-    json = "json"
-    md = "md"
-    csv = "csv"
-    junit = "junit"
-    html = "html"
+# the report formats: the terminal table plus every file format the report registry holds
+ReportFmt = StrEnum("ReportFmt", [(n, n) for n in ("table", *REPORT_FORMATS)])
+REPORT_FORMAT_HELP = f"table, {', '.join(REPORT_FORMATS)}."
 
 
-ReadPathFmt = Annotated[ReportFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")]
+ReadPathFmt = Annotated[ReportFmt, typer.Option("--format", help=REPORT_FORMAT_HELP)]
 ReadPathOut = Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or the --format) here (atomic).")]
 
 

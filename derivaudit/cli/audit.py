@@ -10,6 +10,7 @@ import typer
 
 from ..evidence import EvidenceSettings
 from ..models import SCAN_ROLES
+from ..runs import STAGES
 from ..safe import escape
 from ._common import (
     Files,
@@ -96,8 +97,7 @@ def scan(
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N writes.", min=1)] = None,
     conversation: Annotated[list[str] | None, typer.Option("--conversation", help="Only this conversation "
                                                            "(repeatable).")] = None,
-    until: Annotated[str, typer.Option("--until", help="Stop after views, obligations, primitives or "
-                                       "labels.")] = "labels",
+    until: Annotated[str, typer.Option("--until", help=f"Stop after {', '.join(STAGES)}.")] = "labels",
     limit_floor: Annotated[float, typer.Option(help="Search-limited floor (share of the top BM25 score).",
                                                min=0.0, max=1.0)] = 0.5,
     models: Any = None,
@@ -111,7 +111,7 @@ def scan(
     from ..scan import UNTIL, ScanConfig
 
     if until not in UNTIL:
-        _bad(f"--until must be views, obligations, primitives or labels, not {until!r}")
+        _bad(f"--until must be one of {', '.join(UNTIL)}, not {until!r}")
     cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit, conversations=conversation,
                      until=until,
                      models=models,

@@ -11,6 +11,7 @@ import typer
 from ..io import atomic_writer
 from ..safe import escape
 from ._common import (
+    REPORT_FORMAT_HELP,
     ReportFmt,
     _bad,
     _print_gates,
@@ -25,7 +26,7 @@ from ._common import (
 @handles_bad_input
 def report(
     run: Annotated[Path, typer.Argument(help="A run folder made by scan (and optionally replay).")],
-    format: Annotated[ReportFmt, typer.Option("--format", help="table, json, md, csv, junit or html.")]
+    format: Annotated[ReportFmt, typer.Option("--format", help=REPORT_FORMAT_HELP)]
     = ReportFmt.table,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here (atomic) instead of stdout.")]
     = None,

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..registry import Registry
 from ..safe import dumps as json_dumps
 from ..safe import escape, escape_id
 from .readrows import echo_rows, fmt, overlap_rows
@@ -150,22 +151,37 @@ def gates_junit(name: str, doc: dict[str, Any]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def render(name: str, fmt: str, doc: dict[str, Any]) -> bytes:
-    """`doc` of the audit `name` (echo or overlap) as md, csv, junit, html or json."""
-    import orjson
+def _md(name: str, doc: dict[str, Any]) -> bytes:
+    return (echo_markdown if name == "echo" else overlap_markdown)(doc).encode()
 
+
+def _csv(name: str, doc: dict[str, Any]) -> bytes:
+    return read_rows_csv(doc).encode()
+
+
+def _junit(name: str, doc: dict[str, Any]) -> bytes:
+    return gates_junit(name, doc).encode()
+
+
+def _html(name: str, doc: dict[str, Any]) -> bytes:
     from . import built
 
-    echo = name == "echo"
-    if fmt == "md":
-        return (echo_markdown if echo else overlap_markdown)(doc).encode()
-    if fmt == "csv":
-        return read_rows_csv(doc).encode()
-    if fmt == "junit":
-        return gates_junit(name, doc).encode()
-    if fmt == "html":
-        return (built.echo_html if echo else built.overlap_html)(doc)
+    return (built.echo_html if name == "echo" else built.overlap_html)(doc)
+
+
+def _json(name: str, doc: dict[str, Any]) -> bytes:
+    import orjson
+
     return json_dumps(doc, option=orjson.OPT_INDENT_2)
+
+
+# the same format names as the run report's (report.FORMATS); `table` is drawn by print_table
+FORMATS = Registry("read-path report format", {"json": _json, "md": _md, "csv": _csv, "junit": _junit, "html": _html})
+
+
+def render(name: str, fmt: str, doc: dict[str, Any]) -> bytes:
+    """`doc` of the audit `name` (echo or overlap) in one file format (`table` to a file is JSON)."""
+    return FORMATS.get("json" if fmt == "table" else fmt)(name, doc)
 
 
 def print_table(name: str, console: Console, doc: dict[str, Any]) -> None:
