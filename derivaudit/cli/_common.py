@@ -47,6 +47,9 @@ class Fmt(StrEnum):
     json = "json"
 
 
+FmtOpt = Annotated[Fmt, typer.Option("--format", help="table or json.")]
+
+
 class ViewsFmt(StrEnum):
     table = "table"
     jsonl = "jsonl"

@@ -15,6 +15,7 @@ from ._common import (
     EXIT_OK,
     Files,
     Fmt,
+    FmtOpt,
     History,
     SkipInvalid,
     _backend_errors,
@@ -53,7 +54,7 @@ def check(
                                          "admit() does).")] = Split.record,
     models: Any = None,
     use_cache: bool = True,
-    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+    format: FmtOpt = Fmt.table,
 ) -> None:
     """Score one record against passages with one view and print the verdict (log-odds, argmax)."""
     from ..gate import admit
@@ -110,7 +111,7 @@ def replay(
                                            "always the expanded view's label.")] = "model",
     models: Any = None,
     use_cache: bool = True,
-    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+    format: FmtOpt = Fmt.table,
 ) -> None:
     """Step 3: would a write-time verifier keep the valid memories and reject the unsupported ones?"""
     from .. import runs
@@ -165,7 +166,7 @@ def drift(
     models: Any = None,
     use_cache: bool = True,
     skip_invalid: SkipInvalid = False,
-    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+    format: FmtOpt = Fmt.table,
 ) -> None:
     """Temporal and modality drift of rewritten memories, per rewriting round (DerivAudit §4.3)."""
     from ..drift import AGAINST, METHODS
@@ -239,7 +240,7 @@ def families_run(
                                              ">= this threshold.")] = 0.0,
     models: Any = None,
     use_cache: bool = True,
-    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+    format: FmtOpt = Fmt.table,
 ) -> None:
     """Score every built version and report acceptance per cell, the valid-invalid gap and controls."""
     from ..families import FamilyError, run
@@ -277,7 +278,7 @@ def probe(
                                                 "answer as JSON (atomic).")] = None,
     models: Any = None,
     use_cache: bool = True,
-    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+    format: FmtOpt = Fmt.table,
 ) -> None:
     """The downstream cost of admission errors: a reader answers with a memory slot correct, distorted or empty."""
     from ..probe import ProbeError, run

@@ -15,6 +15,7 @@ from ..safe import escape
 from ._common import (
     Files,
     Fmt,
+    FmtOpt,
     History,
     SkipInvalid,
     _backend_errors,
@@ -66,7 +67,7 @@ def review_sample(
 def review_import(
     run: Annotated[Path, typer.Argument(help="The run folder the sheet was sampled from.")],
     sheet: Annotated[Path, typer.Argument(help="The filled review sheet (CSV).")],
-    format: Annotated[Fmt, typer.Option("--format", help="table or json.")] = Fmt.table,
+    format: FmtOpt = Fmt.table,
 ) -> None:
     """Validate the reviewers' answers, store them in RUN/review.jsonl and show model-human agreement."""
     from ..report.table import print_review
