@@ -185,7 +185,7 @@ class LlamaCppBackend(Backend):
         size = lib.llama_state_seq_get_size(ctx, 0)
         buf = (ctypes.c_uint8 * size)()
         n = lib.llama_state_seq_get_data(ctx, buf, size, 0)
-        self._states[key] = bytes(buf[:n])
+        self._states[key] = ctypes.string_at(buf, n)  # (bytes(buf[:n]) went through a list of ints)
         while len(self._states) > self.state_cache_size:
             self._states.popitem(last=False)
 
