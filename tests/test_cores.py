@@ -57,3 +57,21 @@ def test_a_real_reading_stays_within_the_machine():
     fc = cores.FreeCores(interval=0.2)
     time.sleep(0.3)
     assert 1 <= fc.threads() <= fc.cores and fc.readings
+
+
+def test_llama_cpp_threads_wait_passively_unless_the_user_chose_a_policy():
+    """The wait policy is read when llama.cpp's library loads: the backend sets it before the
+    import (a fresh process), and a user's own OMP_WAIT_POLICY is kept."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("llama_cpp")
+    code = ("import os, sys; from derivaudit.models import load_backend; "
+            "load_backend('llamacpp', 'smollm2', cache=False); print(os.environ['OMP_WAIT_POLICY'])")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert got.stdout.strip() == "PASSIVE"
+    got = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+                         capture_output=True, text=True, check=True)
+    assert got.stdout.strip() == "ACTIVE"

@@ -25,6 +25,8 @@ from derivaudit.runs import read_jsonl
 from derivaudit.stats import auc
 from derivaudit.views import VIEWS, Memory, evidence_block
 
+from .conftest import copy_run
+
 runner = CliRunner()
 MEM = Memory(
     "Sharon is actively building a sports academy, supported by her network.",
@@ -129,15 +131,9 @@ def test_noise_lists_are_nested_and_seeded():
 # ---------------------------------------------------------------- end to end on the embedded model
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, request):
-    tmp = tmp_path_factory.mktemp("replay")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DERIVAUDIT_CACHE", str(tmp / "cache.sqlite"))
-    request.addfinalizer(mp.undo)
-    log = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"
-    r = runner.invoke(app, ["scan", str(log), "-o", str(tmp / "run"), "--limit", "9"])
-    assert r.exit_code == 0, r.output
-    return tmp / "run"
+def run(fixture_scan, tmp_path_factory):
+    """The test run's fixture scan, copied (replay writes into the run folder)."""
+    return copy_run(fixture_scan[0], tmp_path_factory.mktemp("replay") / "run")
 
 
 @pytest.mark.slow
@@ -356,3 +352,17 @@ def test_the_answer_key_can_be_gold_or_human(tmp_path):
     truth = {r["write_id"]: (r["truth"], r["excluded"]) for r in read_jsonl(run / "replay_scores.jsonl")}
     assert truth["w3"] == (True, None) and truth["w1"] == (None, "not reviewed")
     assert rep["settings"]["holistic/expanded"]["excluded"]["not reviewed"] == 5
+
+
+def test_a_view_declares_whether_it_reads_obligations_and_qa():
+    """gate and families decompose a record only for views that declare it: a view that does not
+    renders the same prompts with or without obligations (and likewise for QA pairs)."""
+    bare = Memory("Alex moved to Boston for a job.")
+    full = Memory(bare.record, [("fact", "Alex moved to Boston."), ("relation", "The move was for a job.")],
+                  [("Where did Alex move?", "Boston")])
+    for name in VIEWS:
+        v = VIEWS[name]
+        no_ob = Memory(bare.record, (), full.qa)
+        assert (v.prompts("E", full) != v.prompts("E", no_ob)) == v.needs_obligations, name
+        no_qa = Memory(bare.record, full.obligations, ())
+        assert (v.prompts("E", full) != v.prompts("E", no_qa)) == v.needs_qa, name

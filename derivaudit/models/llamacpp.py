@@ -73,6 +73,12 @@ class LlamaCppBackend(Backend):
     def __init__(self, model: str, *, n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512,
                  seed: int = 0, state_cache_size: int = 8):
         super().__init__()
+        # llama.cpp's OpenMP threads wait at every barrier of a forward pass; by default they spin
+        # there, taking the core from a thread that shares it with other work. Sleeping waits keep
+        # a scan at 0.61x of its quiet speed beside one busy core, against 0.49x spinning, and cost
+        # nothing quiet (benchmarks/bench_load.py --wait-policies default,passive). Read when the
+        # library loads, so it is set before the import; a user's own OMP_WAIT_POLICY wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import llama_cpp
         except ImportError as e:
