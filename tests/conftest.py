@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import tempfile
@@ -51,3 +52,28 @@ def synth_run(tmp_path_factory) -> Path:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.make(tmp_path_factory.mktemp("synth") / "run", writes=40, conversations=4, seed=3, reps=200)
+
+
+# The one model scan of the test run (test_scan, test_replay and test_report each redid their own):
+# the hostile fixture (2 conversations, no gold) then the gold fixture writes, on the suite's model.
+SCAN_INPUTS = (FIXTURES / "hostile.jsonl", FIXTURES / "memories.jsonl")
+SCAN_LIMIT = 8
+
+
+@pytest.fixture(scope="session")
+def fixture_scan(tmp_path_factory) -> tuple[Path, dict]:
+    """(run folder, the scan's JSON report). Read it, or copy it with `copy_run` before changing it."""
+    from typer.testing import CliRunner
+
+    from derivaudit.cli import app
+
+    run = tmp_path_factory.mktemp("fixture-scan") / "run"
+    r = CliRunner().invoke(app, ["scan", *map(str, SCAN_INPUTS), "-o", str(run), "--limit", str(SCAN_LIMIT),
+                                 "--format", "json"])
+    assert r.exit_code == 0, r.output
+    return run, json.loads(r.stdout)
+
+
+def copy_run(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst

@@ -20,25 +20,22 @@ from derivaudit.cli import app
 from derivaudit.report import ReportError, build, evaluate_gates, parse_gate, validate
 from derivaudit.runs import read_jsonl
 
+from .conftest import copy_run
+
 runner = CliRunner()
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, request):
-    """Scan the hostile fixture (2 conversations) plus 4 ordinary writes, then replay it."""
-    tmp = tmp_path_factory.mktemp("report")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DERIVAUDIT_CACHE", str(tmp / "cache.sqlite"))
-    request.addfinalizer(mp.undo)
-    r = runner.invoke(app, ["scan", str(FIX / "hostile.jsonl"), str(FIX / "memories.jsonl"), "-o", str(tmp / "run"),
-                            "--limit", "8"])
-    assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["replay", str(tmp / "run"), "--view", "holistic,obligation", "--evidence", "both",
+def run(fixture_scan, tmp_path_factory):
+    """The test run's fixture scan (the hostile fixture, 2 conversations, plus 4 ordinary writes),
+    copied, then replayed."""
+    run = copy_run(fixture_scan[0], tmp_path_factory.mktemp("report") / "run")
+    r = runner.invoke(app, ["replay", str(run), "--view", "holistic,obligation", "--evidence", "both",
                             "--noise", "0,2", "--point", "argmax"])
     assert r.exit_code == 0, r.output
-    return tmp / "run"
+    return run
 
 
 def _number(cell: str) -> bool:
@@ -288,3 +285,13 @@ def test_a_damaged_run_is_exit_2_naming_the_file_in_every_command(synth_run, tmp
         assert name in r.output and r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
         assert "Traceback" not in r.output
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_the_format_names_come_from_the_registries():
+    """The run report and the read-path reports offer the same file formats, and --format offers
+    exactly those plus the terminal table (a new format is one registry line in each)."""
+    from derivaudit.cli._common import ReportFmt
+    from derivaudit.report import FORMATS, readpath
+
+    assert list(readpath.FORMATS) == list(FORMATS)
+    assert [f.value for f in ReportFmt] == ["table", *FORMATS]

@@ -15,23 +15,21 @@ from derivaudit import runs
 from derivaudit.cli import app
 from derivaudit.runs import read_jsonl
 
+from .conftest import SCAN_INPUTS, SCAN_LIMIT, copy_run
+
 runner = CliRunner()
-N = 4
+N = SCAN_LIMIT
 
 
 @pytest.fixture(scope="module")
-def scanned(tmp_path_factory, request):
-    tmp = tmp_path_factory.mktemp("scan")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DERIVAUDIT_CACHE", str(tmp / "cache.sqlite"))
-    request.addfinalizer(mp.undo)
-    from pathlib import Path
+def scanned(fixture_scan, tmp_path_factory):
+    """The test run's fixture scan, copied (these tests rescan and damage it)."""
+    run, report = fixture_scan
+    return copy_run(run, tmp_path_factory.mktemp("scan") / "run"), report, SCAN_INPUTS
 
-    log = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"
-    run = tmp / "run"
-    r = runner.invoke(app, ["scan", str(log), "-o", str(run), "--limit", str(N), "--format", "json"])
-    assert r.exit_code == 0, r.output
-    return run, json.loads(r.stdout), log
+
+def rescan(inputs, out):
+    return runner.invoke(app, ["scan", *map(str, inputs), "-o", str(out), "--limit", str(N), "--format", "json"])
 
 
 @pytest.mark.slow
@@ -75,9 +73,11 @@ def test_scan_files_and_invariants(scanned):
         for k in ("balanced", "weighted"):
             assert m[k] is None or 0.0 <= m[k] <= 1.0
     assert report["agreement"]["items"] == len(prims)
-    gold = report["gold"]  # the fixture writes carry meta.gold, so the scope report scores the labels
-    assert gold["n"] == N and sum(map(sum, (row.values() for row in gold["confusion"].values()))) == N
-    assert all(r["gold"] and r["category"] for r in labels)
+    gold = report["gold"]  # the gold fixture writes carry meta.gold, so the scope report scores them
+    graded = [r for r in labels if r["gold"]]
+    assert 0 < len(graded) < N  # the hostile writes carry none
+    assert gold["n"] == len(graded) == sum(map(sum, (row.values() for row in gold["confusion"].values())))
+    assert all(r["category"] for r in labels)
     assert report["run"]["judged_by"]["A"].endswith("(transformers)")
     meta = orjson.loads((run / "meta.json").read_bytes())
     assert set(meta["stages"]) == {"views", "obligations", "primitives", "labels"}
@@ -86,7 +86,7 @@ def test_scan_files_and_invariants(scanned):
 @pytest.mark.slow
 def test_rerun_is_free_and_identical(scanned):
     run, report, log = scanned
-    r = runner.invoke(app, ["scan", str(log), "-o", str(run), "--limit", str(N), "--format", "json"])
+    r = rescan(log, run)
     assert r.exit_code == 0
     again = json.loads(r.stdout)
     assert again["scope"] == report["scope"]
@@ -109,7 +109,7 @@ def test_resume_after_interruption(scanned, tmp_path):
         fh.write(orjson.dumps({"_fingerprint": fp}) + b"\n")
         fh.write(b"".join(orjson.dumps(r) + b"\n" for r in done))
         fh.write(b'{"obligation_id": "cut')
-    r = runner.invoke(app, ["scan", str(log), "-o", str(copy), "--limit", str(N), "--format", "json"])
+    r = rescan(log, copy)
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["scope"] == report["scope"]
     assert read_jsonl(copy / "primitives.jsonl") == read_jsonl(run / "primitives.jsonl")
@@ -236,7 +236,7 @@ def test_a_damaged_stage_file_is_redone_and_said(scanned, tmp_path):
     shutil.copytree(run, copy)
     p = copy / "obligations.jsonl"
     p.write_bytes(p.read_bytes()[:-30])  # cut mid-line, as a full disk or a careless edit leaves it
-    r = runner.invoke(app, ["scan", str(log), "-o", str(copy), "--limit", str(N), "--format", "json"])
+    r = rescan(log, copy)
     assert r.exit_code == 0, r.output
     assert "redoing the obligations stage" in r.output and "obligations.jsonl" in r.output
     assert read_jsonl(copy / "obligations.jsonl") == read_jsonl(run / "obligations.jsonl")
