@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import runs, templates
-from .models.base import Backend, Prompt, Score
+from .models.base import Backend, Prompt, Score, usage_report
 from .stats import auc, balanced_resamples, conversation_draws, percentile_interval
 from .views import Memory, View, evidence_block, get_view
 
@@ -463,6 +463,7 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
                                       by_evidence.get("expanded") or load_cases(run, "expanded", reference))
         progress("noise probe", 1, 1)
     report["model"] = backend.identity()
+    report["usage"] = usage_report(backend)  # the verifier's work for this replay, kept with its results
     runs.write_rows(run, runs.REPLAY_SCORES, [{k: _finite(v) for k, v in r.items()} for r in all_rows])
     runs.write_json(run, runs.REPLAY, _finite(report))
     return _finite(report)

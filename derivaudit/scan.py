@@ -31,6 +31,7 @@ from .annotate import annotate as run_annotators
 from .evidence import EvidenceSettings, Views, build_views
 from .labels import memory_label, obligation_label
 from .models import ModelPool, ModelRoles, ModelSpec
+from .models.base import usage_report
 from .records import MemoryLog, Write
 from .runs import VIEW_NAMES, Stage, load_meta, save_meta
 from .stats import SCOPE_HELP, cohen_kappa, rates
@@ -325,11 +326,8 @@ def usage_by_backend(annotators: Sequence[Annotator]) -> list[dict[str, Any]]:
         if id(be) in seen:
             continue
         seen.add(id(be))
-        u = {"roles": [y.role for y in annotators if y.backend is be], "model": be.identity().get("model"),
-             **be.usage.to_dict()}
-        if hasattr(be, "hits"):
-            u.update(cache_hits=be.hits, cache_misses=be.misses)
-        out.append(u)
+        out.append({"roles": [y.role for y in annotators if y.backend is be], "model": be.identity().get("model"),
+                    **usage_report(be)})
     return out
 
 

@@ -145,6 +145,8 @@ def test_replay_end_to_end(run):
     expected = {f"{v}/expanded" for v in VIEWS} | {"holistic/citation_only"}
     assert set(report["settings"]) == expected
     labels = {x["write_id"]: x for x in read_jsonl(run / "labels.jsonl")}
+    kept = json.loads((run / "replay.json").read_text())  # the verifier's work is kept with the results
+    assert kept["usage"] == report["usage"] and kept["usage"]["prompts"] > 0
     rows = read_jsonl(run / "replay_scores.jsonl")
     assert len(rows) == len(labels) * len(expected)
     for x in rows:

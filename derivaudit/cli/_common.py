@@ -114,8 +114,9 @@ def _check_outputs(command: str, kwargs: dict[str, Any]) -> None:
 
 
 def _records(problems: list[Problem]) -> int:
-    """How many records (file lines) the problems are about: one record may have several."""
-    return len({(p.file, p.line) for p in problems if p.line is not None})
+    from ..validation import bad_records
+
+    return bad_records(problems)
 
 
 def _report_skipped(log: MemoryLog) -> None:

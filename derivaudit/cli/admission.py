@@ -132,9 +132,6 @@ def replay(
         with _progress() as bar:
             report = run_replay(run, be, settings, rule=combine_rule, point=point, noise=levels,
                                 reference=reference, progress=_stage_progress(bar))
-        report["model"] = be.identity()
-        report["usage"] = {**be.usage.to_dict(), **({"cache_hits": be.hits, "cache_misses": be.misses}
-                                                    if hasattr(be, "hits") else {})}
     if format is Fmt.json:
         print_json(report)
     else:

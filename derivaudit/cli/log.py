@@ -13,7 +13,7 @@ from rich.table import Table
 from .. import timeref
 from ..evidence import EvidenceSettings, Views, build_views
 from ..importers import IMPORTERS
-from ..io import LogError, atomic_writer
+from ..io import atomic_writer
 from ..safe import dumps as json_dumps
 from ..safe import escape, escape_id
 from ._common import (
@@ -26,7 +26,6 @@ from ._common import (
     ViewsFmt,
     _print_problems,
     _progress,
-    _records,
     _report_skipped,
     _report_warnings,
     app,
@@ -49,44 +48,25 @@ def validate(
 ) -> None:
     """Check memory logs against schema v1 and the history rules. Exit 0 when clean (or, with
     --skip-invalid, when what is left is usable), 2 when not."""
-    from ..spill import SpilledLog
+    from ..validation import to_json
+    from ..validation import validate as check
 
-    paths = [*(history or []), *files]
-    try:  # records on disk, one conversation in memory at a time: any log size fits
-        with SpilledLog(paths, keep_text=False) as log:
-            problems, warnings = log.problems, log.warnings
-            n_conv, n_turns, n_writes, n_reads = log.n_conversations, log.n_turns, len(log.write_ids), log.n_reads
-    except LogError as e:
-        problems, warnings = e.problems, []
-        n_conv = n_turns = n_writes = n_reads = None
-    if strict:
-        problems, warnings = sorted([*problems, *warnings], key=lambda p: (p.file, p.line or 0)), []
-    fatal = bool(problems) and (not skip_invalid or n_conv is None or not (n_writes or n_conv))
+    res = check([*(history or []), *files], skip_invalid=skip_invalid, strict=strict)
+    problems, warnings, fatal = res["problems"], res["warnings"], not res["ok"]
     if format is Fmt.json:
-        doc = {
-            "ok": not fatal,
-            "files": [str(p) for p in paths],
-            "conversations": n_conv or 0,
-            "turns": n_turns or 0,
-            "writes": n_writes or 0,
-            "reads": n_reads or 0,
-            "skipped_records": _records(problems) if skip_invalid else 0,
-            "problems": [p.to_dict() for p in problems],
-            "warnings": [p.to_dict() for p in warnings],
-        }
-        print_json(doc)
+        print_json(to_json(res))
     else:
         _print_problems(problems, limit=len(problems))
         _report_warnings(warnings, limit=len(warnings))
-        counts = (f"{n_conv} conversations, {n_turns} turns, {n_writes} writes"
-                  + (f", {n_reads} reads" if n_reads else "") if n_conv is not None else "")
+        counts = (f"{res['conversations']} conversations, {res['turns']} turns, {res['writes']} writes"
+                  + (f", {res['reads']} reads" if res["reads"] else "") if res["read"] else "")
         if not problems:
             err.print(f"[green]ok[/green]: {counts}" + (f"; {len(warnings)} warning(s)" if warnings else ""))
         elif not fatal:
-            err.print(f"[yellow]--skip-invalid: {_records(problems)} bad record(s) would be skipped "
+            err.print(f"[yellow]--skip-invalid: {res['bad_records']} bad record(s) would be skipped "
                       f"({len(problems)} problem(s)); usable: {counts}[/yellow]")
         else:
-            err.print(f"[red]{len(problems)} problem(s) in {_records(problems)} record(s)[/red]")
+            err.print(f"[red]{len(problems)} problem(s) in {res['bad_records']} record(s)[/red]")
     raise typer.Exit(EXIT_BAD_INPUT if fatal else EXIT_OK)
 
 

@@ -201,6 +201,15 @@ class Backend(ABC):
         """Release model memory or connections."""
 
 
+def usage_report(backend: Any) -> dict[str, Any]:
+    """A backend's model work so far, with the result cache's hits and misses where it has one
+    (run metadata, replay.json, the terminal line)."""
+    u = backend.usage.to_dict()
+    if hasattr(backend, "hits"):
+        u.update(cache_hits=backend.hits, cache_misses=backend.misses)
+    return u
+
+
 class BackendError(RuntimeError):
     """A backend cannot run: missing optional package, unreachable server, bad model path."""
 
