@@ -174,3 +174,23 @@ def _build_views(log: MemoryLog, settings: EvidenceSettings, write_ids: set[str]
         yield idx.views(w, settings)
         if last[w.conversation_id] == i:
             del indexes[w.conversation_id]
+
+
+@dataclass
+class LimitedTally:
+    """The search-limited share of a stream of views (counted as they are built, so a log of any
+    size is never held whole): what `views` reports after the last one."""
+
+    total: int
+    limited: int = 0
+
+    def add(self, v: Views) -> Views:
+        self.limited += v.search_limited
+        return v
+
+    @property
+    def share(self) -> float:
+        return self.limited / self.total if self.total else 0.0
+
+    def describe(self, floor: float) -> str:
+        return f"{self.total} writes; search-limited: {self.limited} ({self.share:.1%}) at floor {floor}"

@@ -80,3 +80,12 @@ def admit(record: str, passages: Sequence[str | dict[str, Any]], *, view: str = 
     return {"view": view, "score": score, "parts": parts, "threshold": threshold, "decision": decision,
             "obligations": [list(o) for o in memory.obligations], "qa": [list(q) for q in memory.qa],
             "verdict": deciding.to_dict(), "model": be.identity(), "split": split}
+
+
+def check_document(record: str, passages: Sequence[Any], verdict: dict[str, Any]) -> dict[str, Any]:
+    """What `check` reports for one `admit()` result at argmax: the record, the view, the deciding
+    part's score and the decision (None on a scoring error)."""
+    score = verdict["verdict"]
+    return {"record": record, "view": verdict["view"], "passages": len(passages), "model": verdict["model"], **score,
+            "decision": None if score["logodds"] is None else ("admit" if verdict["decision"] else "reject"),
+            "operating_point": "argmax (log-odds > 0)"}

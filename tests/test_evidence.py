@@ -162,3 +162,15 @@ def test_views_from_a_spilled_log_equal_views_from_memory(fixtures, tmp_path):
     with SpilledLog([mixed]) as spilled:
         got = [v.to_dict() for v in build_views(spilled)]
     assert got == expect and [x["write_id"] for x in got] == [x["write_id"] for x in a][::-1]
+
+
+def test_the_search_limited_share_is_counted_as_views_stream(fixtures):
+    from derivaudit import build_views, load_log
+    from derivaudit.evidence import LimitedTally
+
+    log = load_log(fixtures / "memories.jsonl")
+    tally = LimitedTally(len(log.writes))
+    views = [tally.add(v) for v in build_views(log)]
+    assert tally.limited == sum(v.search_limited for v in views) and tally.share == tally.limited / len(views)
+    assert tally.describe(0.5).startswith(f"{len(views)} writes; search-limited: {tally.limited} (")
+    assert LimitedTally(0).share == 0.0

@@ -57,7 +57,7 @@ def check(
     format: FmtOpt = Fmt.table,
 ) -> None:
     """Score one record against passages with one view and print the verdict (log-odds, argmax)."""
-    from ..gate import admit
+    from ..gate import admit, check_document
     from ..io import read_passages
     from ..views import VIEWS
 
@@ -70,9 +70,7 @@ def check(
     with _pool(use_cache) as pool, _backend_errors():
         v = admit(record, passages, view=view, verifier=pool.get(roles.spec("verifier")), split=split.value)
     score = v["verdict"]
-    doc = {"record": record, "view": view, "passages": len(passages), "model": v["model"], **score,
-           "decision": None if score["logodds"] is None else ("admit" if v["decision"] else "reject"),
-           "operating_point": "argmax (log-odds > 0)"}
+    doc = check_document(record, passages, v)
     if format is Fmt.json:
         print_json(doc)
     elif score["error"]:

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from .. import timeref
-from ..evidence import EvidenceSettings, Views, build_views
+from ..evidence import EvidenceSettings, LimitedTally, Views, build_views
 from ..importers import IMPORTERS
 from ..io import atomic_writer
 from ..safe import dumps as json_dumps
@@ -122,23 +122,18 @@ def _views(log: Any, write: list[str] | None, format: ViewsFmt, output: Path | N
             err.print(f"[red]error[/red]: unknown write id(s): {escape(', '.join(unknown))}")
             raise typer.Exit(EXIT_BAD_INPUT)
     settings = EvidenceSettings(limit_floor=limit_floor)
-    n_total = len(wanted) if wanted else len(log.write_ids)
-    limited = 0
+    tally = LimitedTally(len(wanted) if wanted else len(log.write_ids))
     if format is ViewsFmt.jsonl or output is not None:
         sink = atomic_writer(output) if output else contextlib.nullcontext(sys.stdout.buffer)
         with sink as fh, _progress() as bar:
-            task = bar.add_task("building views", total=n_total)
+            task = bar.add_task("building views", total=tally.total)
             for v in build_views(log, settings, wanted):
-                limited += v.search_limited
-                fh.write(json_dumps(v.to_dict()) + b"\n")
+                fh.write(json_dumps(tally.add(v).to_dict()) + b"\n")
                 bar.advance(task)
     else:
         for v in build_views(log, settings, wanted):
-            limited += v.search_limited
-            _show_views(v)
-    share = limited / n_total if n_total else 0.0
-    err.print(f"{n_total} writes; search-limited: {limited} ({share:.1%}) at floor {limit_floor}"
-              + (f"; written to {escape(str(output))}" if output else ""))
+            _show_views(tally.add(v))
+    err.print(tally.describe(limit_floor) + (f"; written to {escape(str(output))}" if output else ""))
 
 
 @app.command("import")
