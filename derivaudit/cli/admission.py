@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.table import Table
 
 from ..safe import escape
 from ._common import (
@@ -59,6 +58,7 @@ def check(
     """Score one record against passages with one view and print the verdict (log-odds, argmax)."""
     from ..gate import admit, check_document
     from ..io import read_passages
+    from ..report.table import print_check
     from ..views import VIEWS
 
     if view not in VIEWS:
@@ -73,17 +73,8 @@ def check(
     doc = check_document(record, passages, v)
     if format is Fmt.json:
         print_json(doc)
-    elif score["error"]:
-        out.print(f"[red]scoring error[/red]: {escape(score['error'])}; top tokens: {escape(str(score['top']))}")
     else:
-        t = Table(show_header=False)
-        t.add_row("record", escape(record))
-        t.add_row("view", view)
-        t.add_row("log-odds", f"{score['logodds']:+.3f}" + (" (bounded)" if score["bounded"] else ""))
-        t.add_row("log p(yes) / log p(no)", f"{score['logp_yes']:.3f} / {score['logp_no']:.3f}")
-        t.add_row("decision (argmax)", doc["decision"])
-        t.add_row("top tokens", escape(", ".join(f"{tok!r} {lp:.2f}" for tok, lp in score["top"])))
-        out.print(t)
+        print_check(out, doc)
     raise typer.Exit(EXIT_OK if score["error"] is None else EXIT_BAD_INPUT)
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from ..safe import escape
 from ._common import (
     Fmt,
     app,
@@ -32,11 +30,9 @@ def cache_stats(format: Annotated[Fmt, typer.Option("--format")] = Fmt.table) ->
     if format is Fmt.json:
         print_json(st)
         return
-    out.print(f"{escape(st['path'])}: {st['entries']} entries, {st['bytes'] / 1e6:.1f} MB")
-    t = Table("backend", "model", "kind", "entries")
-    for r in st["by_model"]:
-        t.add_row(escape(r["backend"]), escape(r["model"]), r["kind"], str(r["entries"]))
-    out.print(t)
+    from ..report.table import print_cache_stats
+
+    print_cache_stats(out, st)
 
 
 @cache_app.command("clear")

@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from .. import timeref
-from ..evidence import EvidenceSettings, LimitedTally, Views, build_views
+from ..evidence import EvidenceSettings, LimitedTally, build_views
 from ..importers import IMPORTERS
 from ..io import atomic_writer
+from ..report.table import print_views
 from ..safe import dumps as json_dumps
-from ..safe import escape, escape_id
+from ..safe import escape
 from ._common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -70,28 +69,6 @@ def validate(
     raise typer.Exit(EXIT_BAD_INPUT if fatal else EXIT_OK)
 
 
-def _passages_table(title: str, passages: tuple[Any, ...]) -> Table:
-    t = Table(title=title, title_justify="left", show_lines=False, expand=True)
-    t.add_column("turn", no_wrap=True)
-    t.add_column("speaker", no_wrap=True)
-    t.add_column("time", no_wrap=True)
-    t.add_column("text", ratio=1)
-    for p in passages:
-        text = timeref.annotate(p.text, p.time)  # as the evidence block shows it
-        t.add_row(escape_id(p.turn_id), escape(p.speaker), escape(p.time or ""), escape(text))
-    return t
-
-
-def _show_views(v: Views) -> None:
-    w = v.write
-    flag = " [yellow](search-limited)[/yellow]" if v.search_limited else ""
-    out.rule(f"write {escape_id(w.write_id)} · conversation {escape_id(w.conversation_id)}{flag}")
-    out.print(f"[bold]memory:[/bold] {escape(w.text)}")
-    out.print(_passages_table(f"citation-only view ({len(v.citation_only)} passages)", v.citation_only))
-    out.print(_passages_table(f"expanded-history view ({len(v.expanded)} passages)", v.expanded))
-    out.print(f"[dim]retrieved by BM25: {escape(', '.join(v.retrieved) or 'none')}[/dim]")
-
-
 @app.command()
 @handles_bad_input
 def views(
@@ -132,7 +109,7 @@ def _views(log: Any, write: list[str] | None, format: ViewsFmt, output: Path | N
                 bar.advance(task)
     else:
         for v in build_views(log, settings, wanted):
-            _show_views(tally.add(v))
+            print_views(out, tally.add(v))
     err.print(tally.describe(limit_floor) + (f"; written to {escape(str(output))}" if output else ""))
 
 

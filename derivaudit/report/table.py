@@ -269,3 +269,51 @@ def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
             out.print(f"  {escape(w['expanded_label'])} {escape_id(w['write_id'])}: {text}")
         if len(bad) > top:
             out.print(f"  ... and {len(bad) - top} more (--format csv or export for all)")
+
+
+def print_check(out: Console, doc: dict[str, Any]) -> None:
+    """`check`'s verdict on one record (`gate.check_document`)."""
+    if doc["error"]:
+        out.print(f"[red]scoring error[/red]: {escape(doc['error'])}; top tokens: {escape(str(doc['top']))}")
+        return
+    t = Table(show_header=False)
+    t.add_row("record", escape(doc["record"]))
+    t.add_row("view", escape(doc["view"]))
+    t.add_row("log-odds", f"{doc['logodds']:+.3f}" + (" (bounded)" if doc["bounded"] else ""))
+    t.add_row("log p(yes) / log p(no)", f"{doc['logp_yes']:.3f} / {doc['logp_no']:.3f}")
+    t.add_row("decision (argmax)", doc["decision"])
+    t.add_row("top tokens", escape(", ".join(f"{tok!r} {lp:.2f}" for tok, lp in doc["top"])))
+    out.print(t)
+
+
+def print_cache_stats(out: Console, st: dict[str, Any]) -> None:
+    out.print(f"{escape(st['path'])}: {st['entries']} entries, {st['bytes'] / 1e6:.1f} MB")
+    t = Table("backend", "model", "kind", "entries")
+    for r in st["by_model"]:
+        t.add_row(escape(r["backend"]), escape(r["model"]), escape(r["kind"]), str(r["entries"]))
+    out.print(t)
+
+
+def _passages_table(title: str, passages: tuple[Any, ...]) -> Table:
+    from .. import timeref
+
+    t = Table(title=title, title_justify="left", show_lines=False, expand=True)
+    t.add_column("turn", no_wrap=True)
+    t.add_column("speaker", no_wrap=True)
+    t.add_column("time", no_wrap=True)
+    t.add_column("text", ratio=1)
+    for p in passages:
+        text = timeref.annotate(p.text, p.time)  # as the evidence block shows it
+        t.add_row(escape_id(p.turn_id), escape(p.speaker), escape(p.time or ""), escape(text))
+    return t
+
+
+def print_views(out: Console, v: Any) -> None:
+    """One write's two evidence views (`views --format table`)."""
+    w = v.write
+    flag = " [yellow](search-limited)[/yellow]" if v.search_limited else ""
+    out.rule(f"write {escape_id(w.write_id)} · conversation {escape_id(w.conversation_id)}{flag}")
+    out.print(f"[bold]memory:[/bold] {escape(w.text)}")
+    out.print(_passages_table(f"citation-only view ({len(v.citation_only)} passages)", v.citation_only))
+    out.print(_passages_table(f"expanded-history view ({len(v.expanded)} passages)", v.expanded))
+    out.print(f"[dim]retrieved by BM25: {escape(', '.join(v.retrieved) or 'none')}[/dim]")
