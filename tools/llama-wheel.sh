@@ -7,8 +7,8 @@
 # folder is named by version and instruction set, so an AVX-512 wheel is never installed where the
 # CPU lacks it. Why not -march=native: on a CPU with AMX it emits tile instructions that containers
 # and VMs often do not enable (SIGILL at the first prompt, seen on a Sapphire Rapids sandbox).
-# Measured on a 2-core AMD EPYC with AVX-512 (Qwen2.5-Coder-1.5B Q4_K_M): prompt evaluation 61 ->
-# 97 tokens/s and decoding 21 -> 30 tokens/s against the AVX2 build (benchmarks/bench_tokens.py).
+# Measured on a 2-core AMD EPYC with AVX-512 (Qwen2.5-Coder-1.5B Q4_K_M): prompt evaluation
+# 1.5-1.8x the AVX2 build's, decoding unchanged (benchmarks/bench_engine.py).
 #
 # Usage: tools/llama-wheel.sh PYTHON VERSION      (LLAMA_CPU=v3|v4 forces the instruction set)
 set -euo pipefail
