@@ -194,7 +194,7 @@ def calibrate_many(annotators: Sequence[tuple[Backend, str, Any]], log: MemoryLo
     one backend share each evidence window's prefix (scores are the same as calibrating each alone).
     `with_slots[k]` False leaves annotator k's S items unscored (no "s" threshold): the
     adjudicator's S threshold is needed only when the annotators' S check is on."""
-    from .annotate import passages_block, score_all
+    from .annotate import score_all
 
     items = build_items(log, n=n)
     e_items = [it for it in items if it.kind == "e"]
@@ -202,20 +202,13 @@ def calibrate_many(annotators: Sequence[tuple[Backend, str, Any]], log: MemoryLo
     s_items = build_slot_items(log, n=n)
     with_slots = list(with_slots) if with_slots is not None else [True] * len(annotators)
 
-    def prompts(backend: Backend, task: Any, its: Sequence[Item], which: str) -> list[tuple[Backend, Prompt]]:
-        out = []
-        for it in its:
-            question, verdict = task(which, it.statement, it.slot) if which == "s" else task(which, it.statement)
-            out.append((backend, Prompt(passages_block(it.passages), question, verdict=verdict)))
-        return out
-
     reqs: list[tuple[Backend, Prompt]] = []
     spans = []
     for (backend, variant, task), slotted in zip(annotators, with_slots, strict=True):
         task = task or annotator_task(variant)
         start = len(reqs)
-        reqs += prompts(backend, task, e_items, "e") + prompts(backend, task, e_items, "r") + prompts(
-            backend, task, r_pos, "r") + (prompts(backend, task, s_items, "s") if slotted else [])
+        reqs += _prompts(backend, task, e_items, "e") + _prompts(backend, task, e_items, "r") + _prompts(
+            backend, task, r_pos, "r") + (_prompts(backend, task, s_items, "s") if slotted else [])
         spans.append((start, len(reqs), slotted))
     scores = score_all(reqs)
     return [_pick_all([s.logodds for s in scores[a:b]], items, e_items, s_items if slotted else [], target)
@@ -226,20 +219,30 @@ def calibrate_slots(backend: Backend, variant: str, log: MemoryLog, n: int = 24,
                     task=None) -> Threshold | None:
     """One annotator's S threshold alone (None: the log gives no S items): the same items and
     scores as in `calibrate_many`."""
-    from .annotate import passages_block, score_all
+    from .annotate import score_all
 
     s_items = build_slot_items(log, n=n)
     if not s_items:
         return None
-    task = task or annotator_task(variant)
-    reqs = []
-    for it in s_items:
-        question, verdict = task("s", it.statement, it.slot)
-        reqs.append((backend, Prompt(passages_block(it.passages), question, verdict=verdict)))
-    scores = score_all(reqs)
-    pos = [s.logodds for s, it in zip(scores, s_items, strict=True) if it.positive and s.logodds is not None]
-    neg = [s.logodds for s, it in zip(scores, s_items, strict=True) if not it.positive and s.logodds is not None]
-    return pick(pos, neg, target)
+    scores = score_all(_prompts(backend, task or annotator_task(variant), s_items, "s"))
+    return pick(*_pos_neg([s.logodds for s in scores], s_items), target)
+
+
+def _prompts(backend: Backend, task: Any, its: Sequence[Item], which: str) -> list[tuple[Backend, Prompt]]:
+    """`which`'s question about each item's statement, over the item's passages."""
+    from .annotate import passages_block
+
+    out = []
+    for it in its:
+        question, verdict = task(which, it.statement, it.slot) if which == "s" else task(which, it.statement)
+        out.append((backend, Prompt(passages_block(it.passages), question, verdict=verdict)))
+    return out
+
+
+def _pos_neg(vals: Sequence[float | None], its: Sequence[Item]) -> tuple[list[float], list[float]]:
+    """The scores of the positive and of the negative items (scoring errors left out)."""
+    pairs = [(v, it.positive) for v, it in zip(vals, its, strict=True) if v is not None]
+    return [v for v, pos in pairs if pos], [v for v, pos in pairs if not pos]
 
 
 def _pick_all(vals: Sequence[float | None], items: Sequence[Item], e_items: Sequence[Item],
@@ -247,15 +250,12 @@ def _pick_all(vals: Sequence[float | None], items: Sequence[Item], e_items: Sequ
     s_vals = vals[len(vals) - len(s_items):]
     vals = vals[: len(vals) - len(s_items)]
     e_scores, r_on_e, r_scores = vals[: len(e_items)], vals[len(e_items): 2 * len(e_items)], vals[2 * len(e_items):]
-    e_pos = [v for v, it in zip(e_scores, e_items, strict=True) if it.positive and v is not None]
-    e_neg = [v for v, it in zip(e_scores, e_items, strict=True) if not it.positive and v is not None]
+    e_pos, e_neg = _pos_neg(e_scores, e_items)
     r_p = [v for v in r_scores if v is not None]
     r_n = [v for v in r_on_e if v is not None]
     th = {"e": pick(e_pos, e_neg, target), "r": pick(r_p, r_n, target)}
     if s_items:  # a log with no time or count in its turns leaves S at argmax (health says so)
-        s_pos = [v for v, it in zip(s_vals, s_items, strict=True) if it.positive and v is not None]
-        s_neg = [v for v, it in zip(s_vals, s_items, strict=True) if not it.positive and v is not None]
-        th["s"] = pick(s_pos, s_neg, target)
+        th["s"] = pick(*_pos_neg(s_vals, s_items), target)
     both = [(e, r) for e, r in zip(e_scores, r_on_e, strict=True) if e is not None and r is not None]
     yes_yes = (sum(e >= th["e"].value and r >= th["r"].value for e, r in both) / len(both)) if both else None
     return {"thresholds": th, "items": len(items), "slot_items": len(s_items),

@@ -26,6 +26,7 @@ from ..report import FORMATS as REPORT_FORMATS
 from ..runs import RunError
 from ..safe import dumps as json_dumps
 from ..safe import escape
+from ..validation import bad_records
 
 app = typer.Typer(
     name="derivaudit",
@@ -113,12 +114,6 @@ def _check_outputs(command: str, kwargs: dict[str, Any]) -> None:
         raise OutputError(f"{outs[1]}: -o and --html name the same file")
 
 
-def _records(problems: list[Problem]) -> int:
-    from ..validation import bad_records
-
-    return bad_records(problems)
-
-
 def _report_skipped(log: MemoryLog) -> None:
     if not log.skipped:
         return
@@ -127,7 +122,7 @@ def _report_skipped(log: MemoryLog) -> None:
     for p in log.skipped:
         by_code[p.code] = by_code.get(p.code, 0) + 1
     summary = ", ".join(f"{k}: {v}" for k, v in sorted(by_code.items()))
-    err.print(f"[yellow]--skip-invalid: skipped {_records(log.skipped)} bad record(s) with {len(log.skipped)} "
+    err.print(f"[yellow]--skip-invalid: skipped {bad_records(log.skipped)} bad record(s) with {len(log.skipped)} "
               f"problem(s) ({escape(summary)})[/yellow]")
 
 

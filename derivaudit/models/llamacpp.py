@@ -161,12 +161,7 @@ class LlamaCppBackend(Backend):
         """Make the context hold exactly `prefix`: keep what it already shares with it, restore a saved
         KV state, or evaluate what is missing (and save the state for later calls)."""
         llm = self.llm
-        cur = llm.input_ids[: llm.n_tokens].tolist()
-        have = 0
-        for a, b in zip(cur, prefix, strict=False):
-            if a != b:
-                break
-            have += 1
+        have = _shared(llm.input_ids[: llm.n_tokens].tolist(), prefix)
         key = tuple(prefix)
         if have < len(prefix) and key in self._states:
             self._restore(key)
