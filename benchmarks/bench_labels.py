@@ -34,7 +34,7 @@ from derivaudit.gold import CATEGORIES  # noqa: E402
 from derivaudit.importers import run_import  # noqa: E402
 from derivaudit.io import write_jsonl  # noqa: E402
 from derivaudit.models import ModelRoles, ModelSpec, default_backend, default_model  # noqa: E402
-from derivaudit.runs import read_jsonl  # noqa: E402
+from derivaudit.runs import load_meta, read_jsonl  # noqa: E402
 from derivaudit.scan import ScanConfig, scan  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +90,8 @@ def main() -> None:
                     help="LoCoMo set: only the first N writes per (conversation, gold category)")
     ap.add_argument("--locomo", type=Path, default=LOCOMO)
     ap.add_argument("--conversations", default=None, help="LoCoMo sets: only these conversations (comma-separated)")
+    ap.add_argument("--calibrate-on", default="packaged",
+                    help="packaged (default), log (the log's own turns, as before 0.x) or a memory-log path")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bench_labels."))
     out.mkdir(parents=True, exist_ok=True)
@@ -112,16 +114,20 @@ def main() -> None:
     for spec in specs:
         for name, path in sets.items():
             log = load_log(path)
-            run = out / f"{name}-{spec.backend}-{Path(spec.model).name}"
-            cfg = ScanConfig(limit=args.limit, models=ModelRoles(spec), files=[str(path)])
+            run = out / f"{name}-{spec.backend}-{Path(spec.model).name}-{Path(args.calibrate_on).stem}"
+            cfg = ScanConfig(limit=args.limit, models=ModelRoles(spec), files=[str(path)],
+                             calibrate_on=args.calibrate_on)
             t0 = time.perf_counter()
             rep = scan(log, run, cfg=cfg, input_files=[path],
                        progress=lambda stage, adv, total: None)
             secs = time.perf_counter() - t0
             g = rep.get("gold") or {}
             n = len(read_jsonl(run / "labels.jsonl"))
+            cal = (load_meta(run).get("timings") or {}).get("calibration", 0.0)
             rows.append((str(spec), name, n, g, secs / max(1, n)))
-            print(f"done {spec} {name}: {n} writes, {secs:.0f} s", file=sys.stderr)
+            print(f"done {spec} {name}: {n} writes, {secs:.0f} s ({secs / max(1, n):.1f} s/write), of which "
+                  f"calibration {cal:.0f} s (calibrate-on {args.calibrate_on}); without it "
+                  f"{(secs - cal) / max(1, n):.1f} s/write", file=sys.stderr)
     print(f"{'model':34} {'set':9} {'n':>3} {'acc':>6} {'base':>6} {'ambig':>6} {'kappa':>6} "
           + " ".join(f"{c[:11]:>11}" for c in CATEGORIES) + f" {'s/write':>8}")
     for model, name, n, g, spw in rows:

@@ -16,6 +16,14 @@ at a threshold picked from items whose answer is known, built from the log itsel
   another conversation, over the same passage.
 The threshold is the lowest log-odds whose false-positive rate on the negatives is at most 0.10;
 its true-positive rate on the positives says whether the annotator can tell at all.
+
+Which turns the items come from (`corpus`): by default a packaged corpus of hand-written
+conversations (derivaudit/data/calibration.jsonl), the same for every log. A threshold is a
+property of the judge, not of the log (issue 28): with fixed items the scores are the same prompts
+for every scan, so the result cache scores them once per model identity and every later log on that
+judge is calibrated for free. "log" builds the items from the scanned log's own turns (what 0.x
+did: a log-specific threshold, paid again for every new log, and too few items on a small log); a
+path names a memory log of the user's own, e.g. turns in the style of their domain.
 """
 
 from __future__ import annotations
@@ -25,12 +33,17 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from . import slots
 from .models.base import Backend, Prompt
 from .records import MemoryLog, Turn
 from .stats import auc
+
+PACKAGED = Path(__file__).resolve().parent / "data" / "calibration.jsonl"
+CORPORA = ("packaged", "log")  # or a path to a memory log
 
 TARGET_FPR = 0.10
 MIN_WORDS = 6  # a passage must say something to become a statement
@@ -79,6 +92,30 @@ class Item:
     passages: tuple[Turn, ...]
     positive: bool
     slot: slots.Slot | None = None  # S items: the value the statement asserts
+
+
+@cache
+def _load(path: str) -> MemoryLog:
+    from .io import load_log
+
+    return load_log(path)
+
+
+def corpus(source: str, log: MemoryLog) -> MemoryLog:
+    """The turns the calibration items are built from: the packaged corpus, `log` itself, or the
+    memory log at path `source` (a LogError names its file, line and field)."""
+    if source == "log":
+        return log
+    return _load(str(PACKAGED if source == "packaged" else Path(source).expanduser().resolve()))
+
+
+def corpus_name(source: str) -> str:
+    """How meta.json records the corpus: "packaged", "log", or the file's name and content hash
+    (the thresholds belong to those turns, wherever the file is later)."""
+    if source in CORPORA:
+        return source
+    p = Path(source).expanduser()
+    return f"{p.name}@{hashlib.sha256(p.read_bytes()).hexdigest()[:12]}"
 
 
 def said(t: Turn) -> str:
@@ -309,10 +346,11 @@ def health_warning(role: str, cal: dict[str, Any]) -> str | None:
     """A loud warning when an annotator cannot separate its own calibration items, or when the log
     gave none to calibrate on (a different problem, with a different remedy)."""
     if not cal["items"]:
-        return (f"annotator {role} is not calibrated: the log yields no calibration items (they need "
+        return (f"annotator {role} is not calibrated: the calibration turns yield no items (they need "
                 f"{MIN_WORDS}+-word turns in a window of 8 consecutive turns and statements from another "
                 "conversation or from 16+ turns later), so E and R are read at argmax (log-odds > 0), "
-                "where small models say yes too often; scan a larger log for calibrated labels")
+                "where small models say yes too often; calibrate on the packaged corpus (--calibrate-on "
+                "packaged, the default) or on a larger log")
     # S is switched off, not trusted, when it cannot separate (slot_check_off): no warning here
     weak = [k.upper() for k, t in cal["thresholds"].items() if k != "s" and not separates(t)]
     if not weak:

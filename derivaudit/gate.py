@@ -89,3 +89,67 @@ def check_document(record: str, passages: Sequence[Any], verdict: dict[str, Any]
     return {"record": record, "view": verdict["view"], "passages": len(passages), "model": verdict["model"], **score,
             "decision": None if score["logodds"] is None else ("admit" if verdict["decision"] else "reject"),
             "operating_point": "argmax (log-odds > 0)"}
+
+
+class GateError(Exception):
+    """An answer of `derivaudit serve` other than 200: its status, message and the request field."""
+
+    def __init__(self, status: int, message: str, field: str | None = None, code: str | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(f"{status}: {message}" + (f" (field {field})" if field else ""))
+        self.status, self.message, self.field, self.code, self.retry_after = status, message, field, code, retry_after
+
+
+class Client:
+    """A client of `derivaudit serve` (standard library only, so a store adds no dependency).
+
+        gate = Client("http://127.0.0.1:8750", token=open("token").read().strip())
+        gate.add_turns("conv-1", [{"turn_id": "t1", "speaker": "Alex", "text": "I moved to Boston."}])
+        verdict = gate.admit({"conversation_id": "conv-1", "text": "Alex lives in Boston.", "citations": ["t1"]})
+        if verdict["admit"]: store(...)
+    """
+
+    def __init__(self, base_url: str = "http://127.0.0.1:8750", token: str | None = None, timeout: float = 300.0):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        import json
+        import urllib.error
+        import urllib.request
+
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                err = json.loads(raw)["error"]
+            except (ValueError, KeyError, TypeError):
+                err = {"message": raw.decode("utf-8", "replace")[:200] or e.reason}
+            retry = e.headers.get("Retry-After")
+            raise GateError(e.code, err.get("message", ""), err.get("field"), err.get("code"),
+                            float(retry) if retry and retry.isdigit() else None) from None
+
+    def health(self) -> dict[str, Any]:
+        return self._call("GET", "/health")
+
+    def config(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/config")
+
+    def add_turns(self, conversation_id: str, turns: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return self._call("POST", "/v1/turns", {"conversation_id": conversation_id, "turns": list(turns)})
+
+    def admit(self, write: dict[str, Any], turns: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The gate's verdict on a candidate write (memory-log fields: conversation_id, text, citations,
+        optional write_id and last_seen_turn); `turns`: pre-write history sent with it."""
+        body: dict[str, Any] = {"write": write}
+        if turns is not None:
+            body["turns"] = list(turns)
+        return self._call("POST", "/v1/admit", body)

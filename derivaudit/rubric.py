@@ -24,12 +24,12 @@ def rows_file(wording: str) -> str:
     return f"rubric_{wording}.jsonl"
 
 
-def rerun(run: Any, log: MemoryLog, annotator: Annotator, wording: str, items: Sequence[Item], *,
+def rerun(run: Any, cal_log: MemoryLog, annotator: Annotator, wording: str, items: Sequence[Item], *,
           use_calibration: bool = True, chunk: int = 64,
           progress: Callable[[str, int, int], None] = lambda *_: None) -> dict[str, Any]:
     """Ask `annotator`'s primitives again in `wording` and compare with its original answers in
-    RUN/primitives.jsonl. Writes RUN/rubric_<wording>.jsonl and RUN/rubric.json; returns the
-    agreement."""
+    RUN/primitives.jsonl; `cal_log` holds the turns its calibration items come from. Writes
+    RUN/rubric_<wording>.jsonl and RUN/rubric.json; returns the agreement."""
     if wording not in WORDINGS:
         raise ValueError(f"--rubric must be one of {', '.join(WORDINGS)}, not {wording!r}")
     if wording == annotator.variant:
@@ -38,7 +38,7 @@ def rerun(run: Any, log: MemoryLog, annotator: Annotator, wording: str, items: S
     th = {}
     cal = None
     if use_calibration:
-        cal = calibrate.calibrate(annotator.backend, wording, log)
+        cal = calibrate.calibrate(annotator.backend, wording, cal_log)
         th = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
     other = Annotator(annotator.role, annotator.backend, wording, th)
     rows = []

@@ -62,6 +62,7 @@ class ScanConfig:
     use_cache: bool = True
     skip_invalid: bool = False
     calibrate: bool = True  # per-annotator E/R thresholds at FPR <= 0.10 (else argmax)
+    calibrate_on: str = "packaged"  # calibration items from: packaged | log | PATH (calibrate.corpus)
     allow_empty: bool = False  # a selection of zero writes is an error unless asked for
     rubric: str | None = None  # after labels: annotator A again in this wording (not saved: one-off)
 
@@ -73,7 +74,7 @@ class ScanConfig:
         return {"evidence": self.evidence.to_dict(), "limit": self.limit, "conversations": self.conversations,
                 "chunk": self.chunk, "models": self.models.to_dict(), "files": list(self.files),
                 "history": list(self.history), "use_cache": self.use_cache, "skip_invalid": self.skip_invalid,
-                "calibrate": self.calibrate, "allow_empty": self.allow_empty}
+                "calibrate": self.calibrate, "calibrate_on": self.calibrate_on, "allow_empty": self.allow_empty}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], until: str = "labels") -> ScanConfig:
@@ -82,7 +83,8 @@ class ScanConfig:
                    models=ModelRoles.from_dict(d.get("models", {})), files=list(d.get("files", [])),
                    history=list(d.get("history", [])), use_cache=d.get("use_cache", True),
                    skip_invalid=d.get("skip_invalid", False), calibrate=d.get("calibrate", True),
-                   allow_empty=d.get("allow_empty", False))
+                   # a run started before the packaged corpus keeps its own log's thresholds
+                   calibrate_on=d.get("calibrate_on", "log"), allow_empty=d.get("allow_empty", False))
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any], until: str = "labels") -> ScanConfig | None:
@@ -229,20 +231,23 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
     if cfg.until == "obligations":
         return {}
 
-    # -- calibration: each annotator's E and R thresholds from items built from the log itself
+    # -- calibration: each annotator's E, R and S thresholds from items of known answer, built from
+    # the packaged corpus (the same prompts for every log: scored once per judge) or the log itself
     t0 = time.time()
     health = {}
     if cfg.calibrate:  # all three roles in one call: roles on one model share each window's prefix
+        cal_log = calibrate.corpus(cfg.calibrate_on, log)
         # the adjudicator's S items only once the annotators' S check is known to be on (else unused)
         cals = calibrate.calibrate_many([(x.backend, x.variant, calibrate.adjudicator_task() if x is adj else None)
-                                         for x in (a, b, adj)], log, with_slots=(True, True, False))
+                                         for x in (a, b, adj)], cal_log, with_slots=(True, True, False))
         slot_off = calibrate.slot_check_off(cals[:2])
-        if not slot_off and (t := calibrate.calibrate_slots(adj.backend, adj.variant, log,
+        if not slot_off and (t := calibrate.calibrate_slots(adj.backend, adj.variant, cal_log,
                                                              task=calibrate.adjudicator_task())) is not None:
             cals[2]["thresholds"]["s"] = t
         for x, cal in zip((a, b, adj), cals, strict=True):
             x.thresholds = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
             health[x.role] = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()},
+                              "corpus": calibrate.corpus_name(cfg.calibrate_on),
                               "warning": calibrate.health_warning(x.role, cal)}
     else:
         slot_off = ("the scan is not calibrated (ScanConfig.calibrate=False): the slot check is only used at "
@@ -311,7 +316,8 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
         t0 = time.time()
         items = [Item(o, w, vn, getattr(view_of[w.write_id], vn))
                  for w in writes for vn in VIEW_NAMES for o in by_write[w.write_id].obligations]
-        report["rubric"] = rerun(run, log, a, cfg.rubric, items, use_calibration=cfg.calibrate, progress=progress)
+        report["rubric"] = rerun(run, calibrate.corpus(cfg.calibrate_on, log), a, cfg.rubric, items,
+                                 use_calibration=cfg.calibrate, progress=progress)
         timings["rubric"] = round(time.time() - t0, 3)
     meta["usage"] = usage_by_backend(annotators)
     save_meta(run, meta)

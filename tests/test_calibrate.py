@@ -1,6 +1,7 @@
 """Primitive thresholds at FPR <= 0.10, on crafted score sets with a known answer."""
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +161,46 @@ def test_the_slot_check_is_used_only_when_both_annotators_separate_their_s_items
     assert "no calibration items" in slot_check_off([cal(None), cal(good)])
     no_tp = Threshold(0.9, 0.0, 0.0, 0.7, 24, 48)
     assert "annotator A" in slot_check_off([cal(no_tp), cal(good)])
+
+
+def test_the_packaged_corpus_gives_a_full_item_set_the_same_for_every_log(fixtures):
+    from derivaudit.calibrate import PACKAGED, build_slot_items, corpus, corpus_name
+
+    memories, demo = load_log(fixtures / "memories.jsonl"), load_log(fixtures / "demo.jsonl")
+    packaged = corpus("packaged", memories)
+    assert packaged is corpus("packaged", demo) and corpus("log", demo) is demo
+    assert packaged.n_turns == 96 and not any(c in packaged.conversations for c in memories.conversations)
+    items, s_items = build_items(packaged), build_slot_items(packaged)
+    assert len(items) == 72 and len(s_items) == 72  # 24 E positives (each an E negative, an R positive); 24 S
+    assert sum(it.positive for it in s_items) == 24
+    # fewer items on a small log's own turns: why the packaged corpus is the default
+    assert len(build_items(memories)) < len(items)
+    assert corpus_name("packaged") == "packaged" and corpus_name(str(PACKAGED)).startswith("calibration.jsonl@")
+
+
+def test_a_calibration_file_of_the_users_own_is_validated_like_any_log(tmp_path):
+    from derivaudit.calibrate import corpus
+    from derivaudit.io import LogError
+
+    bad = tmp_path / "cal.jsonl"
+    bad.write_text('{"type": "turn", "conversation_id": "c", "turn_id": "t1", "speaker": "A"}\n')
+    with pytest.raises(LogError, match="cal.jsonl"):
+        corpus(str(bad), load_log(Path(__file__).resolve().parent.parent / "fixtures" / "demo.jsonl"))
+
+
+def test_thresholds_from_the_packaged_corpus_belong_to_the_judge_not_the_log(fixtures, tmp_path):
+    from derivaudit.scan import ScanConfig, scan
+
+    from .rule_backend import RuleBackend
+
+    found = []
+    for name in ("memories.jsonl", "demo.jsonl"):
+        from derivaudit.annotate import Annotator
+
+        be = RuleBackend()
+        anns = [Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")]
+        report = scan(load_log(fixtures / name), tmp_path / name, anns, cfg=ScanConfig(limit=1, use_cache=False))
+        found.append(report["calibration"])
+    assert found[0] == found[1] and found[0]["A"]["corpus"] == "packaged" and found[0]["A"]["items"] == 72
+    # a run made before the corpus existed resumes on its own log's thresholds
+    assert ScanConfig.from_dict({}).calibrate_on == "log" and ScanConfig().calibrate_on == "packaged"

@@ -6,7 +6,7 @@ to stdout, progress and messages to stderr, so `--format json` output can be pip
 One module per command family, each registering its commands on the shared `app` (`_common`), in
 the order `--help` lists them: `log` (validate, views, import), `audit` (scan, decompose,
 annotate, export, review), `admission` (check, replay, drift, families, probe), `report`,
-`readpath` (echo, overlap), `cache`.
+`readpath` (echo, overlap), `cache`, `serve`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from importlib import import_module
 
 from ._common import RateColumn, _stage_progress, app, err, out
 
-for _family in ("log", "audit", "admission", "report", "readpath", "cache"):
+for _family in ("log", "audit", "admission", "report", "readpath", "cache", "serve"):
     import_module(f"{__name__}.{_family}")
 
 __all__ = ["RateColumn", "_stage_progress", "app", "err", "out"]

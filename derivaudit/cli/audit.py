@@ -106,18 +106,28 @@ def scan(
     skip_invalid: SkipInvalid = False,
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Go on when the log (or the selection) has "
                                               "no write; without it that is exit code 2.")] = False,
+    calibrate_on: Annotated[str, typer.Option(
+        "--calibrate-on", help="Where the judge's calibration items come from: packaged (default: the same "
+        "hand-written corpus for every log, scored once per model and then cached), log (this log's own "
+        "turns, paid for again on every new log), or the path of a memory log of your own.")] = "packaged",
     format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
 ) -> None:
     """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
+    from ..calibrate import CORPORA
     from ..scan import UNTIL, ScanConfig
 
     if until not in UNTIL:
         _bad(f"--until must be one of {', '.join(UNTIL)}, not {until!r}")
+    if calibrate_on not in CORPORA:
+        if not Path(calibrate_on).expanduser().is_file():
+            _bad(f"--calibrate-on: {calibrate_on!r} is neither {' nor '.join(CORPORA)} nor a file")
+        calibrate_on = str(Path(calibrate_on).expanduser().resolve())
     cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit, conversations=conversation,
                      until=until,
                      models=models,
                      files=[str(f.resolve()) for f in files], history=[str(h.resolve()) for h in history or []],
-                     use_cache=use_cache, skip_invalid=skip_invalid, allow_empty=allow_empty)
+                     use_cache=use_cache, skip_invalid=skip_invalid, allow_empty=allow_empty,
+                     calibrate_on=calibrate_on)
     _run_scan(cfg, run, format)
 
 

@@ -1,0 +1,300 @@
+"""`derivaudit serve`: the gate over real HTTP on loopback (uvicorn in a thread or a process of its
+own), with the deterministic rule backend as the judge."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+uvicorn = pytest.importorskip("uvicorn")
+
+from derivaudit import load_log  # noqa: E402
+from derivaudit.evidence import ConversationIndex, passage_dict  # noqa: E402
+from derivaudit.gate import Client, GateError, admit  # noqa: E402
+from derivaudit.io import turn_to_dict, write_to_dict  # noqa: E402
+from derivaudit.serve import Limits, create_app, open_gate, operating_point  # noqa: E402
+
+from .gate_server import RecordRule, Slow, point  # noqa: E402
+from .rule_backend import RuleBackend  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory) -> Path:
+    """A scan and a replay of the gold fixture, all by the rule backend."""
+    from derivaudit.annotate import Annotator
+    from derivaudit.replay import replay
+    from derivaudit.scan import ScanConfig, scan
+
+    run = tmp_path_factory.mktemp("serve") / "run"
+    be = RecordRule("1, 2")
+    log = load_log(ROOT / "fixtures" / "memories.jsonl")
+    scan(log, run, (Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")),
+         cfg=ScanConfig(calibrate=False, use_cache=False))
+    replay(run, be, [("obligation", "expanded"), ("holistic", "citation_only")], point="crossfit", reps=50)
+    return run
+
+
+@contextmanager
+def served(gate, token=None):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(gate, token), log_level="warning", access_log=False))
+    th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    th.start()
+    deadline = time.time() + 20
+    while not server.started and time.time() < deadline:
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        th.join(10)
+
+
+def raw(url: str, body: bytes, token: str | None = None, headers: dict | None = None) -> tuple[int, dict, dict]:
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json",
+                                                                         **(headers or {})})
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read()), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read()), dict(e.headers)
+
+
+def memories():
+    log = load_log(ROOT / "fixtures" / "memories.jsonl")
+    return log, [turn_to_dict(t) for t in log.conversations["boston"].turns], \
+        [w for w in log.writes if w.conversation_id == "boston"]
+
+
+def test_the_operating_point_is_the_replays_refitted_on_every_conversation(replayed):
+    from derivaudit.replay import pick_threshold
+    from derivaudit.runs import read_jsonl
+
+    p = operating_point(replayed, "obligation", "expanded")
+    rows = [r for r in read_jsonl(replayed / "replay_scores.jsonl") if r["setting"] == "obligation/expanded"]
+    negs: dict[str, list[float]] = {}
+    for r in rows:
+        if r["truth"] is False and r["score"] is not None:
+            negs.setdefault(r["conversation_id"], []).append(r["score"])
+    assert p.point == "crossfit" and p.threshold == pick_threshold(negs) and p.model == RuleBackend().identity()
+    with pytest.raises(ValueError, match="has no setting qa/expanded"):
+        operating_point(replayed, "qa", "expanded")
+    with pytest.raises(ValueError, match="has no replay"):
+        operating_point(replayed.parent, "obligation")
+
+
+def test_a_run_replayed_with_another_judge_is_refused(replayed, tmp_path):
+    class Other(RuleBackend):
+        def identity(self):
+            return {"backend": "rule", "model": "other"}
+
+    with pytest.raises(ValueError, match="threshold belongs to the model it was fitted on"):
+        open_gate(operating_point(replayed), Other(), tmp_path / "log.jsonl")
+    assert not (tmp_path / "log.jsonl").exists()
+
+
+def test_admit_over_http_matches_admit_in_process(replayed, tmp_path):
+    log, turns, writes = memories()
+    p = operating_point(replayed, "obligation", "expanded")
+    gate = open_gate(p, RecordRule("1, 2"), tmp_path / "decisions.jsonl")
+    index = ConversationIndex(log.conversations["boston"])
+    with served(gate) as url:
+        c = Client(url)
+        assert c.add_turns("boston", turns) == {"conversation_id": "boston", "added": len(turns), "turns": len(turns)}
+        assert c.add_turns("boston", turns[:2])["added"] == 0  # a turn sent again is not a new turn
+        cfg = c.config()
+        assert cfg["operating_point"]["threshold"] == p.threshold and cfg["model"] == RuleBackend().identity()
+        seen = set()
+        for w in writes:
+            got = c.admit({k: v for k, v in write_to_dict(w).items() if k not in ("type", "meta")})
+            passages = [passage_dict(t) for t in index.views(w).expanded]
+            want = admit(w.text, passages, view="obligation", verifier=RecordRule("1, 2"), threshold=p.threshold,
+                         combine=p.combine)
+            assert got["score"] == want["score"] and got["admit"] is bool(want["decision"])
+            assert got["threshold"] == p.threshold and got["passages"] == [x["turn_id"] for x in passages]
+            assert [f["logodds"] for f in got["failed"]] == [x for x in want["parts"] if not x >= p.threshold]
+            seen.add(got["decision"])
+        assert seen == {"admit", "reject"}  # the fixture holds both
+
+
+def test_every_decision_is_logged_as_a_memory_log_that_scan_audits(replayed, tmp_path):
+    from derivaudit.annotate import Annotator
+    from derivaudit.scan import ScanConfig, scan
+
+    _, turns, writes = memories()
+    path = tmp_path / "decisions.jsonl"
+    gate = open_gate(operating_point(replayed), RecordRule("1, 2"), path)
+    with served(gate) as url:
+        c = Client(url)
+        c.add_turns("boston", turns[:3])
+        first = c.admit({"write_id": "g1", "conversation_id": "boston", "text": writes[0].text,
+                         "citations": list(writes[0].citations)})
+        # the rest of the history sent with the next candidate
+        c.admit({"write_id": "g2", "conversation_id": "boston", "text": writes[1].text,
+                 "citations": list(writes[1].citations)}, turns=turns)
+        again = c.admit({"write_id": "g1", "conversation_id": "boston", "text": writes[0].text,
+                         "citations": list(writes[0].citations)})
+        assert again["replayed"] and again["score"] == first["score"]  # a retry is answered, not judged again
+        with pytest.raises(GateError) as e:
+            c.admit({"write_id": "g1", "conversation_id": "boston", "text": "something else", "citations": []})
+        assert e.value.status == 409 and e.value.field == "write.write_id"
+    logged = load_log(path)
+    assert [w.write_id for w in logged.writes] == ["g1", "g2"]
+    assert len(logged.conversations["boston"].turns) == len(turns)
+    assert logged.writes[0].last_seen_turn == turns[2]["turn_id"]  # the history it saw then
+    assert logged.writes[0].meta["gate"]["decision"] == first["decision"]
+    be = RecordRule("1, 2")
+    report = scan(logged, tmp_path / "audit", (Annotator("A", be, "a"), Annotator("B", be, "b"),
+                                                Annotator("adjudicator", be, "a")),
+                  cfg=ScanConfig(calibrate=False, use_cache=False))
+    assert report["run"]["writes"] == 2
+    # reopened, the gate goes on where it stopped
+    gate = open_gate(operating_point(replayed), RecordRule("1, 2"), path)
+    assert set(gate.log.decisions) == {"g1", "g2"} and len(gate.log.turns["boston"]) == len(turns)
+    gate.log.close()
+
+
+def test_bad_requests_get_a_4xx_naming_the_field(replayed, tmp_path):
+    _, turns, _ = memories()
+    gate = open_gate(operating_point(replayed), RuleBackend(), tmp_path / "d.jsonl", Limits(max_body=4096,
+                                                                                            max_turns=40))
+    with served(gate, token="s3cret-token-0123456789") as url:
+        tok = "s3cret-token-0123456789"
+        assert raw(url + "/v1/admit", b"{}")[0] == 401
+        assert raw(url + "/v1/admit", b"{}", token="wrong-token-0123456789")[0] == 401
+        with urllib.request.urlopen(url + "/health") as r:  # health needs no token
+            assert json.loads(r.read())["status"] == "ok"
+        status, body, _ = raw(url + "/v1/admit", b"{not json", tok)
+        assert status == 400 and body["error"]["code"] == "bad_json"
+        status, body, _ = raw(url + "/v1/admit", b'{"write": {"text": "x"}}', tok)
+        assert status == 422 and body["error"]["field"] == "write.conversation_id"
+        status, body, _ = raw(url + "/v1/admit", b'{"write": {"conversation_id": "nowhere", "text": "x"}}', tok)
+        assert status == 404 and "nowhere" in body["error"]["message"]
+        status, body, _ = raw(url + "/v1/turns", json.dumps({"conversation_id": "boston", "turns": turns}).encode(),
+                              tok)
+        assert status == 200
+        status, body, _ = raw(url + "/v1/admit", json.dumps({"write": {"conversation_id": "boston", "text": "x",
+                                                                         "citations": ["t99"]}}).encode(), tok)
+        assert status == 422 and body["error"]["field"].startswith("write.citations")
+        status, body, _ = raw(url + "/v1/admit", json.dumps({"write": {"conversation_id": "boston", "text": 5}})
+                              .encode(), tok)
+        assert status == 422 and body["error"]["field"] == "write.text"
+        changed = [{**turns[0], "text": "rewritten"}]
+        status, body, _ = raw(url + "/v1/turns", json.dumps({"conversation_id": "boston", "turns": changed}).encode(),
+                              tok)
+        assert status == 409 and body["error"]["field"] == "turns[0]"
+        big = json.dumps({"write": {"conversation_id": "boston", "text": "y" * 5000}}).encode()
+        status, body, _ = raw(url + "/v1/admit", big, tok)
+        assert status == 413 and "--max-body" in body["error"]["message"]
+        many = [{"turn_id": f"n{i}", "speaker": "A", "text": "hi"} for i in range(40)]
+        status, body, _ = raw(url + "/v1/turns", json.dumps({"conversation_id": "boston", "turns": many}).encode(),
+                              tok)
+        assert status == 413 and body["error"]["field"] == "turns" and "--max-turns" in body["error"]["message"]
+    assert [w for w in load_log(tmp_path / "d.jsonl").writes] == []  # nothing judged, nothing logged
+
+
+def test_a_full_queue_answers_503_with_retry_after_and_a_timeout_504(tmp_path):
+    gate = open_gate(point(), Slow(0.4), tmp_path / "d.jsonl", Limits(queue=1, timeout=30))
+    turns = [{"turn_id": "t1", "speaker": "Alex", "text": "I moved to Boston in May."}]
+    with served(gate) as url:
+        Client(url).add_turns("c", turns)
+        results: list = []
+
+        def one(i):
+            try:
+                results.append(Client(url).admit({"write_id": f"w{i}", "conversation_id": "c",
+                                                  "text": "Alex moved to Boston.", "citations": ["t1"]}))
+            except GateError as e:
+                results.append(e)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        busy = [r for r in results if isinstance(r, GateError)]
+        ok = [r for r in results if isinstance(r, dict)]
+        assert busy and all(e.status == 503 and e.retry_after and e.retry_after >= 1 for e in busy)
+        assert ok and len(ok) + len(busy) == 6
+    assert sorted(w.write_id for w in load_log(tmp_path / "d.jsonl").writes) == sorted(r["write_id"] for r in ok)
+    gate = open_gate(point(), Slow(2.0), tmp_path / "d2.jsonl", Limits(timeout=0.5))
+    with served(gate) as url:
+        Client(url).add_turns("c", turns)
+        with pytest.raises(GateError) as e:
+            Client(url).admit({"write_id": "late", "conversation_id": "c", "text": "Alex moved.", "citations": []})
+        assert e.value.status == 504 and "same write_id" in e.value.message
+        time.sleep(2.5)  # the work that had begun is finished and logged: the retry gets it, judged once
+        again = Client(url).admit({"write_id": "late", "conversation_id": "c", "text": "Alex moved.",
+                                   "citations": []})
+        assert again["replayed"]
+    assert [w.write_id for w in load_log(tmp_path / "d2.jsonl").writes] == ["late"]
+
+
+def test_a_kill_9_loses_no_answered_decision(tmp_path):
+    path = tmp_path / "d.jsonl"
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "gate_server.py"), str(path), str(port), "0.05"],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                Client(url, timeout=2).health()
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        Client(url).add_turns("c", [{"turn_id": "t1", "speaker": "Alex", "text": "I moved to Boston in May."}])
+        answered: list[str] = []
+        stop = threading.Event()
+
+        def client(k):
+            i = 0
+            while not stop.is_set():
+                try:
+                    v = Client(url, timeout=10).admit({"write_id": f"w{k}-{i}", "conversation_id": "c",
+                                                       "text": f"Alex moved to Boston ({k}-{i}).", "citations": ["t1"]})
+                    answered.append(v["write_id"])
+                except (GateError, OSError):
+                    return
+                i += 1
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        while len(answered) < 12:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        stop.set()
+        for t in threads:
+            t.join(15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reopened = open_gate(point(), RuleBackend(), path)  # a torn last line, if any, is set apart
+    reopened.log.close()
+    assert set(answered) <= set(reopened.log.decisions) and len(answered) >= 12
+    assert {w.write_id for w in load_log(path).writes} == set(reopened.log.decisions)  # and the log loads
