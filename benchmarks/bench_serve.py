@@ -114,8 +114,9 @@ def over_http(backend, n: int, clients: int, seconds: float, work: Path, tag: st
     server.should_exit = True
     th.join(30)
     logged = [w.write_id for w in load_log(path).writes]
-    return {"lat": lat, "wall": wall, "errors": errors, "answered": answered, "lost": sorted(set(answered) - set(logged)),
-            "twice": len(logged) - len(set(logged)), "unanswered_logged": len(set(logged) - set(answered))}
+    return {"lat": lat, "wall": wall, "errors": errors, "answered": answered,
+            "lost": sorted(set(answered) - set(logged)), "twice": len(logged) - len(set(logged)),
+            "unanswered_logged": len(set(logged) - set(answered))}
 
 
 def ms(x: float) -> str:

@@ -140,6 +140,7 @@ class DecisionLog:
         self.path = Path(path)
         self.turns: dict[str, list[dict[str, Any]]] = {}
         self.decisions: dict[str, dict[str, Any]] = {}
+        self.writes_of: dict[str, list[dict[str, Any]]] = {}  # per conversation, in order
         self.torn: bytes = b""
         self._lock = threading.Lock()
         if self.path.exists() and self.path.stat().st_size:
@@ -171,6 +172,7 @@ class DecisionLog:
                 self.turns.setdefault(obj["conversation_id"], []).append(obj)
             elif obj.get("type") == "write":
                 self.decisions[obj["write_id"]] = obj
+                self.writes_of.setdefault(obj["conversation_id"], []).append(obj)
 
     def _append(self, rows: Sequence[dict[str, Any]]) -> None:
         data = b"".join(orjson.dumps(r) + b"\n" for r in rows)
@@ -190,6 +192,7 @@ class DecisionLog:
             self.turns.setdefault(t["conversation_id"], []).append(t)
         if write:
             self.decisions[write["write_id"]] = write
+            self.writes_of.setdefault(write["conversation_id"], []).append(write)
 
     def close(self) -> None:
         os.close(self._fd)
@@ -300,8 +303,8 @@ class Gate:
             raise ServeError(404, f"the gate holds no turn of conversation {conv!r}: send the pre-write history "
                              "in `turns` or with POST /v1/turns first", "write.conversation_id", "unknown_conversation")
         write.setdefault("last_seen_turn", held[-1]["turn_id"])
-        # the writes it judged before: a parent_id or supersedes may name one of them
-        before = [d for d in self.log.decisions.values() if d["conversation_id"] == conv]
+        # a parent_id or supersedes names writes judged before: checked against them (else not read)
+        before = self.log.writes_of.get(conv, []) if write.get("parent_id") or write.get("supersedes") else []
         rows = [*held, *before, write]
         log = _check(self._validate(rows), {len(rows): "write"}, held=len(rows) - 1)
         if not started():

@@ -4,8 +4,11 @@ python tests/gate_server.py LOG PORT [DELAY]"""
 from __future__ import annotations
 
 import re
+import socket
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -39,6 +42,24 @@ class Slow(RecordRule):
     def score(self, prompts, k=100):
         time.sleep(self.delay)
         return super().score(prompts, k)
+
+
+@contextmanager
+def served(gate, token=None):
+    """The gate's app on a free loopback port, uvicorn in a thread: yields the base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(gate, token), log_level="warning", access_log=False))
+    th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    th.start()
+    deadline = time.time() + 20
+    while not server.started and time.time() < deadline:
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        th.join(10)
 
 
 def point() -> OperatingPoint:

@@ -12,7 +12,6 @@ import sys
 import threading
 import time
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,9 +23,9 @@ from derivaudit import load_log  # noqa: E402
 from derivaudit.evidence import ConversationIndex, passage_dict  # noqa: E402
 from derivaudit.gate import Client, GateError, admit  # noqa: E402
 from derivaudit.io import turn_to_dict, write_to_dict  # noqa: E402
-from derivaudit.serve import Limits, create_app, open_gate, operating_point  # noqa: E402
+from derivaudit.serve import Limits, open_gate, operating_point  # noqa: E402
 
-from .gate_server import RecordRule, Slow, point  # noqa: E402
+from .gate_server import RecordRule, Slow, point, served  # noqa: E402
 from .rule_backend import RuleBackend  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,23 +45,6 @@ def replayed(tmp_path_factory) -> Path:
          cfg=ScanConfig(calibrate=False, use_cache=False))
     replay(run, be, [("obligation", "expanded"), ("holistic", "citation_only")], point="crossfit", reps=50)
     return run
-
-
-@contextmanager
-def served(gate, token=None):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(gate, token), log_level="warning", access_log=False))
-    th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    th.start()
-    deadline = time.time() + 20
-    while not server.started and time.time() < deadline:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        th.join(10)
 
 
 def raw(url: str, body: bytes, token: str | None = None, headers: dict | None = None) -> tuple[int, dict, dict]:
@@ -298,3 +280,74 @@ def test_a_kill_9_loses_no_answered_decision(tmp_path):
     reopened.log.close()
     assert set(answered) <= set(reopened.log.decisions) and len(answered) >= 12
     assert {w.write_id for w in load_log(path).writes} == set(reopened.log.decisions)  # and the log loads
+
+
+def test_the_command_refuses_a_run_without_replay_and_an_open_port_without_a_token(replayed, tmp_path):
+    from typer.testing import CliRunner
+
+    from derivaudit.cli import app
+
+    r = CliRunner().invoke(app, ["serve", "--from", str(replayed.parent)])
+    assert r.exit_code == 2 and "has no replay" in r.output
+    r = CliRunner().invoke(app, ["serve", "--from", str(replayed), "--host", "0.0.0.0"])
+    assert r.exit_code == 2 and "pass --token-file" in r.output
+    (tmp_path / "t").write_text("short\n")
+    r = CliRunner().invoke(app, ["serve", "--from", str(replayed), "--token-file", str(tmp_path / "t")])
+    assert r.exit_code == 2 and "at least 16" in r.output
+    (tmp_path / "log.jsonl").write_text('{"type": "header", "schema_version": 1, "producer": "someone else"}\n')
+    gate_log = tmp_path / "log.jsonl"
+    with pytest.raises(ValueError, match="not a decision log"):
+        open_gate(point(), RecordRule(), gate_log)
+    assert gate_log.read_text().count("\n") == 1  # another file is never appended to
+
+
+@pytest.mark.slow
+def test_derivaudit_serve_end_to_end_on_a_real_model(fixture_scan, tmp_path):
+    """scan (conftest) -> replay -> `derivaudit serve` as a process -> the answer matches admit()."""
+    from typer.testing import CliRunner
+
+    from derivaudit.cli import app
+    from derivaudit.models import load_backend
+
+    from .conftest import copy_run
+
+    run = copy_run(fixture_scan[0], tmp_path / "run")
+    r = CliRunner().invoke(app, ["replay", str(run), "--view", "holistic", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    # the replay's judge is SmolLM2 on transformers; the same weights on llama.cpp are another judge
+    r = CliRunner().invoke(app, ["serve", "--from", str(run), "--view", "holistic", "--backend", "llamacpp",
+                                 "--model", "smollm2"])
+    assert r.exit_code == 2 and "threshold belongs to the model it was fitted on" in r.output
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    token = tmp_path / "token"
+    token.write_text("0123456789abcdef-token\n")
+    proc = subprocess.Popen([sys.executable, "-m", "derivaudit", "serve", "--from", str(run), "--view", "holistic",
+                             "--port", str(port), "--log", str(tmp_path / "gate.jsonl"), "--token-file", str(token)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        c = Client(f"http://127.0.0.1:{port}", token="0123456789abcdef-token")
+        deadline = time.time() + 300
+        while True:
+            try:
+                c.health()
+                break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, proc.stderr.read()
+                time.sleep(0.5)
+        p = operating_point(run, "holistic")
+        assert c.config()["operating_point"]["threshold"] == p.threshold
+        text = "Alex accepted a job at a software company in Boston."
+        turns = [{"turn_id": "t1", "speaker": "Alex", "text": "I got an offer from a software company in Boston."},
+                 {"turn_id": "t2", "speaker": "Alex", "text": "Yes, I accepted the job yesterday."}]
+        got = c.admit({"write_id": "e2e", "conversation_id": "c", "text": text, "citations": ["t2"]}, turns=turns)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    be = load_backend("transformers", "smollm2", cache=False)
+    want = admit(text, [{"speaker": "Alex", "text": t["text"]} for t in turns], view="holistic", verifier=be,
+                 threshold=p.threshold)
+    assert got["score"] == pytest.approx(want["score"], abs=1e-3) and got["admit"] is bool(want["decision"])
+    assert [w.write_id for w in load_log(tmp_path / "gate.jsonl").writes] == ["e2e"]
