@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import uvicorn  # noqa: E402
 
 from derivaudit.models.base import Score  # noqa: E402
-from derivaudit.serve import OperatingPoint, create_app, open_gate  # noqa: E402
+from derivaudit.serve import OperatingPoint, create_app, open_gate, uvicorn_config  # noqa: E402
 from tests.rule_backend import RuleBackend, words  # noqa: E402
 
 
@@ -49,7 +49,7 @@ def served(gate, token=None):
     """The gate's app on a free loopback port, uvicorn in a thread: yields the base URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(gate, token), log_level="warning", access_log=False))
+    server = uvicorn.Server(uvicorn_config(create_app(gate, token)))
     th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     th.start()
     deadline = time.time() + 20
@@ -70,4 +70,4 @@ if __name__ == "__main__":
     log, port = sys.argv[1], int(sys.argv[2])
     delay = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
     gate = open_gate(point(), Slow(delay), log)
-    uvicorn.run(create_app(gate), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.Server(uvicorn_config(create_app(gate), host="127.0.0.1", port=port)).run()

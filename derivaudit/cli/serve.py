@@ -42,7 +42,7 @@ def serve(
     try:
         import uvicorn
 
-        from ..serve import Limits, create_app, loopback, open_gate, operating_point
+        from ..serve import Limits, create_app, loopback, open_gate, operating_point, uvicorn_config
     except ImportError as e:
         _bad(f"derivaudit serve needs starlette and uvicorn ({e.name} is missing): pip install 'derivaudit[serve]'")
     token = None
@@ -73,5 +73,5 @@ def serve(
                   f"from {escape(str(run))}); {len(gate.log.decisions)} decisions and "
                   f"{sum(map(len, gate.log.turns.values()))} turns in {escape(str(log))}")
         err.print(f"listening on http://{escape(host)}:{port}" + (" (bearer token required)" if token else ""))
-        uvicorn.run(create_app(gate, token), host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.Server(uvicorn_config(create_app(gate, token), host=host, port=port)).run()
 
