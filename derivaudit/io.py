@@ -31,6 +31,7 @@ from .records import (
     SCHEMA_VERSION,
     Conversation,
     MemoryLog,
+    Operation,
     Problem,
     Read,
     Source,
@@ -43,6 +44,7 @@ from .safe import dumps as json_dumps
 SCHEMA_FILE = f"memory-log.v{SCHEMA_VERSION}.schema.json"
 MAX_DEPTH = 64  # nesting of arrays/objects in one line (a record is 2-3 deep; meta may nest more)
 MAX_ORDER = 2**53 - 1  # integers every JSON reader keeps exact
+KINDS = ("turn", "write", "read", "operation", "header")
 # Input limits (docs/schema.md, "Limits"): a longer line, or a gzip stream that inflates past the size or
 # the ratio, is refused with exit 2 before it can fill memory or run for hours. Override with the
 # environment variables of the same names.
@@ -65,7 +67,8 @@ def limit(name: str) -> int:
     if n <= 0:
         raise LogError([Problem(name, None, None, "bad_limit", f"must be a positive integer, got {value!r}")])
     return n
-ID_FIELDS = ("conversation_id", "turn_id", "write_id", "last_seen_turn", "parent_id", "source_id", "read_id")
+ID_FIELDS = ("conversation_id", "turn_id", "write_id", "last_seen_turn", "parent_id", "source_id", "read_id",
+             "operation_id", "target", "successor")
 _KEY_END = re.compile(rb'"[ \t\r\n]*:')  # every key ends so (string values may match too: an upper bound)
 _JSON_TYPES = {
     bool: "boolean",
@@ -343,7 +346,7 @@ def _rank_problems(f: str, n: int, retrieved: list[Any]) -> list[Problem]:
 
 
 def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem | None]],
-             problems: list[Problem], keep_text: bool = True) -> Iterator[Turn | Write | Read]:
+             problems: list[Problem], keep_text: bool = True) -> Iterator[Turn | Write | Read | Operation]:
     """Schema-check parsed lines and yield their records; problems go to `problems`. Without
     `keep_text` (validate), turns and writes keep ids, order and lineage only."""
     first: int | None = None  # the first record line of this file: the only place for a header
@@ -355,8 +358,8 @@ def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem |
             continue
         assert obj is not None
         kind = obj.get("type")
-        if kind not in ("turn", "write", "read", "header"):
-            msg = "missing" if kind is None else f"{_short(kind)} is not one of turn, write, read, header"
+        if kind not in KINDS:
+            msg = "missing" if kind is None else f"{_short(kind)} is not one of {', '.join(KINDS)}"
             problems.append(Problem(f, n, "type", "missing_field" if kind is None else "bad_value", msg))
             continue
         errs = [Problem(f, n, fld, code, msg)
@@ -377,10 +380,10 @@ def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem |
             v = obj.get(fld)
             if isinstance(v, str) and not v.isascii():
                 obj[fld] = unicodedata.normalize("NFC", v)
-        if kind == "write":
+        if kind in ("write", "operation") and obj.get("citations"):
             obj["citations"] = [unicodedata.normalize("NFC", c) for c in obj["citations"]]
-            if obj.get("supersedes"):
-                obj["supersedes"] = [unicodedata.normalize("NFC", c) for c in obj["supersedes"]]
+        if kind == "write" and obj.get("supersedes"):
+            obj["supersedes"] = [unicodedata.normalize("NFC", c) for c in obj["supersedes"]]
         src = Source(f, n)
         if kind == "turn":
             yield Turn(
@@ -415,18 +418,27 @@ def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem |
                 expected=obj.get("expected") if keep_text else None,
                 meta=obj.get("meta") if keep_text else None, source=src,
             )
+        elif kind == "operation":
+            yield Operation(
+                operation_id=obj["operation_id"], conversation_id=shared.setdefault(obj["conversation_id"],
+                                                                                    obj["conversation_id"]),
+                kind=obj["kind"], target=obj["target"], last_seen_turn=obj["last_seen_turn"], time=obj.get("time"),
+                citations=tuple(obj.get("citations") or ()), successor=obj.get("successor"),
+                origin=obj.get("origin"), meta=obj.get("meta") if keep_text else None, source=src,
+            )
 
 
 def _where(src: Source | None) -> str:
     return f"{src.file}:{src.line}" if src else "?"
 
 
-def _problem(rec: Turn | Write | Read, fld: str | None, code: str, msg: str) -> Problem:
+def _problem(rec: Turn | Write | Read | Operation, fld: str | None, code: str, msg: str) -> Problem:
     s = rec.source
     return Problem(s.file if s else "?", s.line if s else None, fld, code, msg)
 
 
-def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem], reads: list[Read]) -> MemoryLog:
+def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem], reads: list[Read],
+              operations: Sequence[Operation] = ()) -> MemoryLog:
     """Cross-record checks. Bad records are dropped here and their problems added to `problems`."""
     by_conv: dict[str, list[Turn]] = {}
     for t in turns:
@@ -435,7 +447,73 @@ def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem], r
     kept = accept_writes(((w, write_problems(w, convs.get(w.conversation_id))) for w in writes), problems)
     stored = {w.write_id: (w.conversation_id, point_order(w, convs[w.conversation_id])) for w in kept}
     read_ok = accept_reads(((r, read_problems(r, convs.get(r.conversation_id), stored)) for r in reads), problems)
-    return MemoryLog(conversations=convs, writes=kept, warnings=_id_warnings(convs, kept), reads=read_ok)
+    all_ids = {w.write_id for w in writes}
+    ops = accept_operations(((o, operation_problems(o, convs.get(o.conversation_id), stored, all_ids))
+                             for o in operations), problems)
+    return MemoryLog(conversations=convs, writes=kept, warnings=_id_warnings(convs, kept), reads=read_ok,
+                     operations=ops)
+
+
+def operation_problems(op: Operation, conv: Conversation | None, stored: Mapping[str, tuple[str, int]],
+                       all_ids: set[str] = frozenset()) -> list[Problem]:  # type: ignore[assignment]
+    """An operation's point is a turn of its conversation and its citations come no later; its
+    target (and successor) is an accepted write of the same conversation written no later than
+    that point. `stored`: write id -> (conversation, order of its write point), accepted writes."""
+    if conv is None:
+        return [_problem(op, "conversation_id", "conversation_without_turns",
+                         f"conversation {op.conversation_id!r} has no turns in the loaded files")]
+    point = conv.position.get(op.last_seen_turn)
+    if point is None:
+        return [_problem(op, "last_seen_turn", "unknown_operation_point",
+                         f"turn {op.last_seen_turn!r} is not a turn of conversation {op.conversation_id!r}")]
+    at = conv.turns[point].order
+    out = []
+    for i, c in enumerate(op.citations):
+        pos = conv.position.get(c)
+        if pos is None:
+            out.append(_problem(op, f"citations[{i}]", "unknown_citation",
+                                f"cites turn {c!r}, which is not a turn of conversation {op.conversation_id!r}"))
+        elif pos > point:
+            out.append(_problem(op, f"citations[{i}]", "citation_after_operation",
+                                f"cites turn {c!r} (order {conv.turns[pos].order}), which comes after the operation "
+                                f"point {op.last_seen_turn!r} (order {at})"))
+    for fld, wid in (("target", op.target), ("successor", op.successor)):
+        if wid is None:
+            continue
+        where = stored.get(wid)
+        if where is None:
+            why = "was rejected" if wid in all_ids else "is not a write of the loaded files"
+            out.append(_problem(op, fld, f"unknown_{fld}", f"write {wid!r} {why}"))
+        elif where[0] != op.conversation_id:
+            out.append(_problem(op, fld, f"cross_conversation_{fld}",
+                                f"write {wid!r} belongs to conversation {where[0]!r}, not {op.conversation_id!r}: an "
+                                "operation is judged against the history of the memory it acts on"))
+        elif where[1] > at:
+            out.append(_problem(op, fld, "operation_before_target" if fld == "target" else "successor_after_operation",
+                                f"write {wid!r} was written at order {where[1]}, after this operation's point "
+                                f"(order {at})"))
+    if op.successor is not None and op.successor == op.target:
+        out.append(_problem(op, "successor", "self_successor", "a write cannot replace itself"))
+    return out
+
+
+def accept_operations(checked: Iterable[tuple[Operation, list[Problem]]], problems: list[Problem]) -> list[Operation]:
+    """Operations without problems, in input order, each id claimed once; a write is deleted at
+    most once (nothing acts on it after) and invalidated at most once."""
+    kept: list[Operation] = []
+    done: dict[tuple[str, str], Operation] = {}  # (target, kind) -> the operation that did it
+    for op in _claim(checked, problems, lambda o: o.operation_id, "operation"):
+        gone = done.get((op.target, "delete"))
+        again = done.get((op.target, op.kind))
+        if gone is not None or again is not None:
+            prev = gone or again
+            problems.append(_problem(op, "target", "target_deleted_twice" if gone else f"target_{op.kind}d_twice",
+                                     f"write {op.target!r} was already {prev.kind}d by operation "
+                                     f"{prev.operation_id!r} at {_where(prev.source)}"))
+            continue
+        done[(op.target, op.kind)] = op
+        kept.append(op)
+    return kept
 
 
 def point_order(rec: Write | Read, conv: Conversation) -> int:
@@ -532,7 +610,7 @@ def accept_writes(checked: Iterable[tuple[Write, list[Problem]]], problems: list
     return _check_lineage(kept, all_ids, lambda *a: problems.append(_problem(*a)))
 
 
-R = TypeVar("R", Write, Read)
+R = TypeVar("R", Write, Read, Operation)
 
 
 def _claim(checked: Iterable[tuple[R, list[Problem]]], problems: list[Problem], ident: Callable[[R], str],
@@ -709,13 +787,12 @@ def check_log(paths: Sequence[str | Path]) -> tuple[MemoryLog, list[Problem]]:
     return _assembled((r for p in paths for r in read_records(p, problems)), problems)
 
 
-def _assembled(records: Iterable[Turn | Write | Read], problems: list[Problem]) -> tuple[MemoryLog, list[Problem]]:
-    turns: list[Turn] = []
-    writes: list[Write] = []
-    reads: list[Read] = []
+def _assembled(records: Iterable[Turn | Write | Read | Operation],
+               problems: list[Problem]) -> tuple[MemoryLog, list[Problem]]:
+    by_kind: dict[type, list[Any]] = {Turn: [], Write: [], Read: [], Operation: []}
     for r in records:
-        (turns if isinstance(r, Turn) else writes if isinstance(r, Write) else reads).append(r)  # type: ignore[attr-defined]
-    log = _assemble(turns, writes, problems, reads)
+        by_kind[type(r)].append(r)
+    log = _assemble(by_kind[Turn], by_kind[Write], problems, by_kind[Read], by_kind[Operation])
     problems.sort(key=lambda p: (p.file, p.line or 0))
     return log, problems
 
@@ -913,6 +990,18 @@ def read_to_dict(r: Read) -> dict[str, Any]:
                          "last_seen_turn": r.last_seen_turn, "query": r.query, "retrieved": retrieved}
     for k in ("time", "answer", "expected", "meta"):
         v = getattr(r, k)
+        if v is not None:
+            d[k] = v
+    return d
+
+
+def operation_to_dict(o: Operation) -> dict[str, Any]:
+    d: dict[str, Any] = {"type": "operation", "operation_id": o.operation_id, "conversation_id": o.conversation_id,
+                         "kind": o.kind, "target": o.target, "last_seen_turn": o.last_seen_turn}
+    if o.citations:
+        d["citations"] = list(o.citations)
+    for k in ("time", "successor", "origin", "meta"):
+        v = getattr(o, k)
         if v is not None:
             d[k] = v
     return d

@@ -75,6 +75,30 @@ class Read:
     source: Source | None = field(default=None, compare=False)
 
 
+OPERATION_KINDS = ("delete", "invalidate")
+ORIGINS = ("conversation", "api", "ui", "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """A deletion or invalidation of an earlier write, as the store made it at its point in the
+    conversation (an update is a write with `parent_id`; a correction a write with `supersedes`).
+    It asserts that the target no longer holds, or that the user asked to forget it: an assertion
+    the history before `last_seen_turn` can be checked against, like a write's."""
+
+    operation_id: str
+    conversation_id: str
+    kind: str  # delete | invalidate
+    target: str  # the write deleted or invalidated
+    last_seen_turn: str  # the operation point
+    time: str | None = None
+    citations: tuple[str, ...] = ()
+    successor: str | None = None  # the write that replaces the target, when the store names one
+    origin: str | None = None  # conversation | api | ui | unknown: where the store says it came from
+    meta: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    source: Source | None = field(default=None, compare=False)
+
+
 @dataclass(slots=True)
 class Conversation:
     """The turns of one conversation in time order, with lookups by id."""
@@ -122,6 +146,7 @@ class MemoryLog:
     skipped: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)  # loaded anyway; errors under --strict
     reads: list[Read] = field(default_factory=list)  # in input order
+    operations: list[Operation] = field(default_factory=list)  # in input order
 
     def write(self, write_id: str) -> Write:
         for w in self.writes:

@@ -24,24 +24,28 @@ from typing import Any, TypeVar
 
 from .io import (
     LogError,
+    accept_operations,
     accept_reads,
     accept_writes,
     conversation,
     id_warnings,
+    operation_problems,
     point_order,
     read_problems,
     read_records,
     write_problems,
 )
-from .records import Conversation, Problem, Read, Source, Turn, Write
+from .records import Conversation, Operation, Problem, Read, Source, Turn, Write
 
 T = TypeVar("T")
+_TABLES = {Write: "writes", Read: "reads", Operation: "operations"}
 _BATCH = 10_000
 # records travel as plain tuples (pickling a slotted dataclass goes through dataclasses' slow path)
-_FIELDS = {kind: attrgetter(*(f.name for f in fields(kind) if f.name != "source")) for kind in (Turn, Write, Read)}
+_FIELDS = {kind: attrgetter(*(f.name for f in fields(kind) if f.name != "source"))
+           for kind in (Turn, Write, Read, Operation)}
 
 
-def _pack(r: Turn | Write | Read) -> bytes:
+def _pack(r: Turn | Write | Read | Operation) -> bytes:
     src = r.source
     return pickle.dumps((*_FIELDS[type(r)](r), src.file if src else None, src.line if src else 0),
                         pickle.HIGHEST_PROTOCOL)
@@ -104,6 +108,7 @@ class SpilledLog:
         self._db.execute("CREATE TABLE turns (conv TEXT, rec BLOB)")
         self._db.execute("CREATE TABLE writes (seq INTEGER PRIMARY KEY, conv TEXT, rec BLOB)")
         self._db.execute("CREATE TABLE reads (seq INTEGER PRIMARY KEY, conv TEXT, rec BLOB)")
+        self._db.execute("CREATE TABLE operations (seq INTEGER PRIMARY KEY, conv TEXT, rec BLOB)")
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
         try:
@@ -115,8 +120,7 @@ class SpilledLog:
 
     def _load(self, paths: Sequence[str | Path], keep_text: bool) -> None:
         turns: list[tuple[str, bytes]] = []
-        writes: list[tuple[int, str, bytes]] = []
-        reads: list[tuple[int, str, bytes]] = []
+        rows: dict[type, list[tuple[int, str, bytes]]] = {Write: [], Read: [], Operation: []}
         seq = 0
         for p in paths:
             for r in read_records(p, self.problems, keep_text=keep_text):
@@ -124,21 +128,20 @@ class SpilledLog:
                 if isinstance(r, Turn):
                     turns.append((r.conversation_id, blob))
                 else:
-                    (writes if isinstance(r, Write) else reads).append((seq, r.conversation_id, blob))
+                    rows[type(r)].append((seq, r.conversation_id, blob))
                     seq += 1
-                if len(turns) + len(writes) + len(reads) >= _BATCH:
-                    self._insert(turns, writes, reads)
-        self._insert(turns, writes, reads)
-        for table in ("turns", "writes", "reads"):
+                if len(turns) + sum(map(len, rows.values())) >= _BATCH:
+                    self._insert(turns, rows)
+        self._insert(turns, rows)
+        for table in ("turns", *_TABLES.values()):
             self._db.execute(f"CREATE INDEX {table}_conv ON {table} (conv)")
 
-    def _insert(self, turns: list[tuple[str, bytes]], writes: list[tuple[int, str, bytes]],
-                reads: list[tuple[int, str, bytes]]) -> None:
+    def _insert(self, turns: list[tuple[str, bytes]], rows: dict[type, list[tuple[int, str, bytes]]]) -> None:
         self._db.executemany("INSERT INTO turns VALUES (?, ?)", turns)
-        self._db.executemany("INSERT INTO writes VALUES (?, ?, ?)", writes)
-        self._db.executemany("INSERT INTO reads VALUES (?, ?, ?)", reads)
-        for rows in (turns, writes, reads):
-            rows.clear()
+        turns.clear()
+        for kind, batch in rows.items():
+            self._db.executemany(f"INSERT INTO {_TABLES[kind]} VALUES (?, ?, ?)", batch)
+            batch.clear()
 
     def _turns(self, conv: str) -> list[Turn]:
         return [_unpack(Turn, b) for (b,) in self._db.execute(
@@ -147,7 +150,7 @@ class SpilledLog:
     def _rows(self, conv: str | None, table: str = "writes") -> list[tuple[int, Any]]:
         """(seq, record) of a conversation's writes (or reads); of conversations without turns when
         `conv` is None."""
-        kind = Write if table == "writes" else Read
+        kind = next(k for k, t in _TABLES.items() if t == table)
         sql = (f"SELECT seq, rec FROM {table} WHERE conv = ? ORDER BY seq" if conv is not None else
                f"SELECT seq, rec FROM {table} WHERE conv NOT IN (SELECT conv FROM turns) ORDER BY seq")
         return [(s, _unpack(kind, b)) for s, b in self._db.execute(sql, (conv,) if conv is not None else ())]
@@ -186,8 +189,10 @@ class SpilledLog:
         ids = {id(w) for w in kept}
         self._seq = {w.write_id: s for s, w, _ in checked if id(w) in ids}  # accepted writes, input order
         self._group = {s: group[s] for s in self._seq.values()}
+        stored = {w: (self._convs[self._group[s]], points[s]) for w, s in self._seq.items()}
+        self.n_reads = self._check_reads(stored)
+        self.n_operations = self._check_operations(stored, {w.write_id for _, w, _ in checked})
         del checked
-        self.n_reads = self._check_reads({w: (self._convs[self._group[s]], points[s]) for w, s in self._seq.items()})
         self.problems.sort(key=lambda p: (p.file, p.line or 0))
         id_warnings("conversation_id", firsts, self.warnings)
         self.warnings += turn_warnings
@@ -200,6 +205,14 @@ class SpilledLog:
             checked += [(s, r, read_problems(r, conv, stored)) for s, r in self._rows(cid, "reads")]
         checked.sort(key=lambda x: x[0])
         return len(accept_reads(((r, p) for _, r, p in checked), self.problems))
+
+    def _check_operations(self, stored: dict[str, tuple[str, int]], all_ids: set[str]) -> int:
+        checked: list[tuple[int, Operation, list[Problem]]] = []
+        for cid in [c for (c,) in self._db.execute("SELECT DISTINCT conv FROM operations")]:
+            conv = conversation(self._turns(cid), []) if cid in self._conv_set else None
+            checked += [(s, o, operation_problems(o, conv, stored, all_ids)) for s, o in self._rows(cid, "operations")]
+        checked.sort(key=lambda x: x[0])
+        return len(accept_operations(((o, p) for _, o, p in checked), self.problems))
 
     @property
     def n_conversations(self) -> int:

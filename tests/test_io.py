@@ -372,3 +372,56 @@ def test_atomic_dir_puts_a_folder_in_place_only_when_done_and_keeps_a_winner(tmp
     with atomic_dir(target) as tmp:  # another process finished first: its folder stays
         (tmp / "config.json").write_text('{"late": 1}')
     assert (target / "config.json").read_text() == '{"mine": 1}' and len(list(target.parent.iterdir())) == 1
+
+
+def op(**kw) -> dict:
+    base = {"type": "operation", "operation_id": "o1", "conversation_id": "c", "kind": "delete", "target": "w1",
+            "last_seen_turn": "t3"}
+    base.update(kw)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("rows", "line", "field", "code"),
+    [
+        ([*TURNS, wr(), op(target="w9")], 5, "target", "unknown_target"),
+        ([*TURNS, wr(citations=["t9"]), op()], 5, "target", "unknown_target"),  # its target was rejected
+        ([*TURNS, wr(), op(last_seen_turn="t1")], 5, "target", "operation_before_target"),
+        ([*TURNS, wr(), op(), op(operation_id="o2")], 6, "target", "target_deleted_twice"),
+        ([*TURNS, wr(), op(), op(operation_id="o2", kind="invalidate")], 6, "target", "target_deleted_twice"),
+        ([*TURNS, wr(), op(kind="invalidate"), op(operation_id="o2", kind="invalidate")], 6, "target",
+         "target_invalidated_twice"),
+        ([*TURNS, wr(), op(), op()], 6, "operation_id", "duplicate_operation_id"),
+        ([*TURNS, wr(), op(kind="erase")], 5, "kind", "bad_value"),
+        ([*TURNS, wr(), op(last_seen_turn="t9")], 5, "last_seen_turn", "unknown_operation_point"),
+        ([*TURNS, wr(), op(last_seen_turn="t2", citations=["t3"])], 5, "citations[0]", "citation_after_operation"),
+        ([*TURNS, wr(), op(successor="w1")], 5, "successor", "self_successor"),
+        ([*TURNS, wr(), wr(write_id="w2", last_seen_turn="t3"), op(last_seen_turn="t2", successor="w2")], 6,
+         "successor", "successor_after_operation"),
+        ([*TURNS, {**TURNS[0], "conversation_id": "d"}, wr(), wr(write_id="w2", conversation_id="d",
+                                                               last_seen_turn="t1", citations=[]),
+          op(target="w2")], 7, "target", "cross_conversation_target"),
+        ([*TURNS, wr(), op(origin="email")], 5, "origin", "bad_value"),
+        ([*TURNS, wr(), op(meta={"gold": "fine"})], 5, "meta.gold", "bad_value"),
+    ],
+)
+def test_each_operation_problem_is_named(tmp_path, rows, line, field, code):
+    p = next(p for p in problems_of(write(tmp_path / "log.jsonl", rows)) if p.code == code)
+    assert (p.line, p.field) == (line, field), str(p)
+
+
+def test_operations_load_and_the_validator_on_disk_finds_the_same(tmp_path):
+    from derivaudit.io import operation_to_dict
+    from derivaudit.validation import validate
+
+    rows = [*TURNS, wr(), wr(write_id="w2", last_seen_turn="t3"),
+            op(kind="invalidate", successor="w2", citations=["t3"], origin="conversation", meta={"gold": "justified"}),
+            op(operation_id="o2", target="w2", origin="api"), op(operation_id="o3", target="w2")]
+    path = write(tmp_path / "log.jsonl", rows)
+    log, problems = check_log([path])
+    assert [o.operation_id for o in log.operations] == ["o1", "o2"] and [p.code for p in problems] == [
+        "target_deleted_twice"]
+    assert operation_to_dict(log.operations[0]) == rows[5]
+    res = validate([path])
+    assert res["operations"] == 2 and [p.code for p in res["problems"]] == ["target_deleted_twice"]
+    assert validate([write(tmp_path / "ok.jsonl", rows[:-1])])["ok"]

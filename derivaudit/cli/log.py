@@ -58,7 +58,8 @@ def validate(
         _print_problems(problems, limit=len(problems))
         _report_warnings(warnings, limit=len(warnings))
         counts = (f"{res['conversations']} conversations, {res['turns']} turns, {res['writes']} writes"
-                  + (f", {res['reads']} reads" if res["reads"] else "") if res["read"] else "")
+                  + (f", {res['reads']} reads" if res["reads"] else "")
+                  + (f", {res['operations']} operations" if res["operations"] else "") if res["read"] else "")
         if not problems:
             err.print(f"[green]ok[/green]: {counts}" + (f"; {len(warnings)} warning(s)" if warnings else ""))
         elif not fatal:
