@@ -30,6 +30,7 @@ class ImportResult:
     turns: list[dict[str, Any]] = field(default_factory=list)
     writes: list[dict[str, Any]] = field(default_factory=list)
     reads: list[dict[str, Any]] = field(default_factory=list)
+    operations: list[dict[str, Any]] = field(default_factory=list)  # deletions and invalidations
     problems: list[Problem] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -139,7 +140,7 @@ def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: 
     every gate, and the importer's notes say why it is empty."""
     import inspect
 
-    from ..io import check_rows, header, read_to_dict, turn_to_dict, write_jsonl, write_to_dict
+    from ..io import check_rows, header, operation_to_dict, read_to_dict, turn_to_dict, write_jsonl, write_to_dict
 
     table = importers()
     if source not in table:
@@ -152,7 +153,7 @@ def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: 
         raise LogError([Problem(str(path), None, None, "bad_value", f"the {source} importer takes no "
                                 f"{', '.join('--' + k for k in sorted(set(options) - takes))} option")])
     res = fn(path, **options)
-    rows = [header(f"derivaudit import {source}"), *res.turns, *res.writes, *res.reads]
+    rows = [header(f"derivaudit import {source}"), *res.turns, *res.writes, *res.reads, *res.operations]
     origins = [r.pop(ORIGIN, None) for r in rows]
     log, problems = check_rows(str(out), rows)
     problems = res.problems + [_at_source(p, str(out), str(path), origins) for p in problems]
@@ -168,5 +169,6 @@ def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: 
     out_rows += [turn_to_dict(t) for c in log.conversations.values() for t in c.turns]
     out_rows += [write_to_dict(w) for w in log.writes]
     out_rows += [read_to_dict(r) for r in log.reads]
+    out_rows += [operation_to_dict(o) for o in log.operations]
     write_jsonl(out, out_rows)
     return log, res.notes
