@@ -90,8 +90,8 @@ def main() -> None:
                     help="LoCoMo set: only the first N writes per (conversation, gold category)")
     ap.add_argument("--locomo", type=Path, default=LOCOMO)
     ap.add_argument("--conversations", default=None, help="LoCoMo sets: only these conversations (comma-separated)")
-    ap.add_argument("--calibrate-on", default="packaged",
-                    help="packaged (default), log (the log's own turns, as before 0.x) or a memory-log path")
+    ap.add_argument("--calibrate-on", default="log",
+                    help="log (default: the log's own turns), packaged (the packaged corpus) or a memory-log path")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bench_labels."))
     out.mkdir(parents=True, exist_ok=True)

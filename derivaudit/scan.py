@@ -62,7 +62,7 @@ class ScanConfig:
     use_cache: bool = True
     skip_invalid: bool = False
     calibrate: bool = True  # per-annotator E/R thresholds at FPR <= 0.10 (else argmax)
-    calibrate_on: str = "packaged"  # calibration items from: packaged | log | PATH (calibrate.corpus)
+    calibrate_on: str = "log"  # calibration items from: log | packaged | PATH (calibrate.corpus)
     allow_empty: bool = False  # a selection of zero writes is an error unless asked for
     rubric: str | None = None  # after labels: annotator A again in this wording (not saved: one-off)
 
@@ -83,7 +83,6 @@ class ScanConfig:
                    models=ModelRoles.from_dict(d.get("models", {})), files=list(d.get("files", [])),
                    history=list(d.get("history", [])), use_cache=d.get("use_cache", True),
                    skip_invalid=d.get("skip_invalid", False), calibrate=d.get("calibrate", True),
-                   # a run started before the packaged corpus keeps its own log's thresholds
                    calibrate_on=d.get("calibrate_on", "log"), allow_empty=d.get("allow_empty", False))
 
     @classmethod
@@ -232,7 +231,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
         return {}
 
     # -- calibration: each annotator's E, R and S thresholds from items of known answer, built from
-    # the packaged corpus (the same prompts for every log: scored once per judge) or the log itself
+    # the log itself (default), the packaged corpus (scored once per judge) or the user's own file
     t0 = time.time()
     health = {}
     if cfg.calibrate:  # all three roles in one call: roles on one model share each window's prefix

@@ -199,8 +199,9 @@ def test_thresholds_from_the_packaged_corpus_belong_to_the_judge_not_the_log(fix
 
         be = RuleBackend()
         anns = [Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")]
-        report = scan(load_log(fixtures / name), tmp_path / name, anns, cfg=ScanConfig(limit=1, use_cache=False))
+        report = scan(load_log(fixtures / name), tmp_path / name, anns, cfg=ScanConfig(limit=1, use_cache=False,
+                                                                                  calibrate_on="packaged"))
         found.append(report["calibration"])
     assert found[0] == found[1] and found[0]["A"]["corpus"] == "packaged" and found[0]["A"]["items"] == 72
-    # a run made before the corpus existed resumes on its own log's thresholds
-    assert ScanConfig.from_dict({}).calibrate_on == "log" and ScanConfig().calibrate_on == "packaged"
+    # the default is the log's own turns, and a run made before the option resumes on them
+    assert ScanConfig.from_dict({}).calibrate_on == "log" and ScanConfig().calibrate_on == "log"

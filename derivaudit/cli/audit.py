@@ -107,9 +107,10 @@ def scan(
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Go on when the log (or the selection) has "
                                               "no write; without it that is exit code 2.")] = False,
     calibrate_on: Annotated[str, typer.Option(
-        "--calibrate-on", help="Where the judge's calibration items come from: packaged (default: the same "
-        "hand-written corpus for every log, scored once per model and then cached), log (this log's own "
-        "turns, paid for again on every new log), or the path of a memory log of your own.")] = "packaged",
+        "--calibrate-on", help="Where the judge's calibration items come from: log (default: this log's own "
+        "turns, paid for on every new log), packaged (a hand-written corpus, scored once per model and then "
+        "cached: cheaper, but its thresholds were worse on LoCoMo, see docs/benchmarks.md), or the path of a "
+        "memory log of your own in your data's style.")] = "log",
     format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
 ) -> None:
     """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
