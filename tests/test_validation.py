@@ -19,8 +19,8 @@ def test_bad_records_are_fatal_unless_skipping_leaves_a_usable_log(fixtures, tmp
     skipping = validate([bad], skip_invalid=True)
     assert skipping["ok"] and skipping["skipped_records"] == 2 and skipping["writes"] == 24
     doc = to_json(skipping)
-    assert list(doc) == ["ok", "files", "conversations", "turns", "writes", "reads", "skipped_records", "problems",
-                         "warnings"]
+    assert list(doc) == ["ok", "files", "conversations", "turns", "writes", "reads", "operations", "skipped_records",
+                         "problems", "warnings"]
     assert all({"file", "line"} <= set(p) for p in doc["problems"])
 
 
