@@ -16,7 +16,6 @@ answered twice). The baseline is `Gate.admit` called in process on the same requ
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import sys
 import tempfile
@@ -27,11 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
-import uvicorn  # noqa: E402
 
 from derivaudit import load_log  # noqa: E402
 from derivaudit.io import turn_to_dict  # noqa: E402
-from derivaudit.serve import Limits, OperatingPoint, create_app, open_gate, uvicorn_config  # noqa: E402
+from derivaudit.serve import Limits, OperatingPoint, open_gate  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"
 
@@ -66,53 +64,46 @@ def in_process(backend, n: int, work: Path) -> list[float]:
 
 
 def over_http(backend, n: int, clients: int, seconds: float, work: Path, tag: str) -> dict:
+    from tests.gate_server import served
+
     path = work / f"served-{tag}.jsonl"
     gate = open_gate(point_for(backend), backend, path, Limits(queue=max(16, clients)), split="record")
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn_config(create_app(gate)))
-    th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    th.start()
-    while not server.started:
-        time.sleep(0.01)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     turns, writes = requests_of(n, tag)
-    with httpx.Client() as c:
-        for t in turns:
-            c.post(url + "/v1/turns", json=t).raise_for_status()
     lat: list[float] = []
     answered: list[str] = []
     errors: list[str] = []
     lock = threading.Lock()
-    deadline = time.perf_counter() + seconds
     it = iter(writes)
+    with served(gate) as url:
+        with httpx.Client() as c:
+            for t in turns:
+                c.post(url + "/v1/turns", json=t).raise_for_status()
+        deadline = time.perf_counter() + seconds
 
-    def worker() -> None:
-        with httpx.Client(timeout=600) as c:
-            while time.perf_counter() < deadline:
-                with lock:
-                    body = next(it, None)
-                if body is None:
-                    return
-                t0 = time.perf_counter()
-                r = c.post(url + "/v1/admit", json=body)
-                dt = time.perf_counter() - t0
-                with lock:
-                    if r.status_code == 200:
-                        lat.append(dt)
-                        answered.append(r.json()["write_id"])
-                    else:
-                        errors.append(f"{r.status_code}")
+        def worker() -> None:
+            with httpx.Client(timeout=600) as c:
+                while time.perf_counter() < deadline:
+                    with lock:
+                        body = next(it, None)
+                    if body is None:
+                        return
+                    t0 = time.perf_counter()
+                    r = c.post(url + "/v1/admit", json=body)
+                    dt = time.perf_counter() - t0
+                    with lock:
+                        if r.status_code == 200:
+                            lat.append(dt)
+                            answered.append(r.json()["write_id"])
+                        else:
+                            errors.append(f"{r.status_code}")
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    server.should_exit = True
-    th.join(30)
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=worker) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
     logged = [w.write_id for w in load_log(path).writes]
     lat = lat[1:] if len(lat) > 1 else lat  # as in process: the first answer pays first-use set-up
     return {"lat": lat, "wall": wall, "errors": errors, "answered": answered,

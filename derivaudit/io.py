@@ -455,10 +455,11 @@ def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem], r
 
 
 def operation_problems(op: Operation, conv: Conversation | None, stored: Mapping[str, tuple[str, int]],
-                       all_ids: set[str] = frozenset()) -> list[Problem]:  # type: ignore[assignment]
+                       all_ids: set[str]) -> list[Problem]:
     """An operation's point is a turn of its conversation and its citations come no later; its
     target (and successor) is an accepted write of the same conversation written no later than
-    that point. `stored`: write id -> (conversation, order of its write point), accepted writes."""
+    that point. `stored`: write id -> (conversation, order of its write point), accepted writes;
+    `all_ids`: every write id read, accepted or not (to say "was rejected")."""
     if conv is None:
         return [_problem(op, "conversation_id", "conversation_without_turns",
                          f"conversation {op.conversation_id!r} has no turns in the loaded files")]
@@ -467,16 +468,7 @@ def operation_problems(op: Operation, conv: Conversation | None, stored: Mapping
         return [_problem(op, "last_seen_turn", "unknown_operation_point",
                          f"turn {op.last_seen_turn!r} is not a turn of conversation {op.conversation_id!r}")]
     at = conv.turns[point].order
-    out = []
-    for i, c in enumerate(op.citations):
-        pos = conv.position.get(c)
-        if pos is None:
-            out.append(_problem(op, f"citations[{i}]", "unknown_citation",
-                                f"cites turn {c!r}, which is not a turn of conversation {op.conversation_id!r}"))
-        elif pos > point:
-            out.append(_problem(op, f"citations[{i}]", "citation_after_operation",
-                                f"cites turn {c!r} (order {conv.turns[pos].order}), which comes after the operation "
-                                f"point {op.last_seen_turn!r} (order {at})"))
+    out = _citation_problems(op, conv, point, "operation")
     for fld, wid in (("target", op.target), ("successor", op.successor)):
         if wid is None:
             continue
@@ -583,16 +575,23 @@ def write_problems(w: Write, conv: Conversation | None) -> list[Problem]:
     if point is None:
         out.append(_problem(w, "last_seen_turn", "unknown_write_point",
                             f"turn {w.last_seen_turn!r} is not a turn of conversation {w.conversation_id!r}"))
-    for i, c in enumerate(w.citations):
+    return out + _citation_problems(w, conv, point, "write", ": leakage from the future")
+
+
+def _citation_problems(rec: Write | Operation, conv: Conversation, point: int | None, what: str,
+                       why: str = "") -> list[Problem]:
+    """Each citation is a turn of the conversation at or before the record's point (`point`: its
+    position; None when the point itself is unknown, then only existence is checked)."""
+    out = []
+    for i, c in enumerate(rec.citations):
         pos = conv.position.get(c)
         if pos is None:
-            out.append(_problem(w, f"citations[{i}]", "unknown_citation",
-                                f"cites turn {c!r}, which is not a turn of conversation {w.conversation_id!r}"))
+            out.append(_problem(rec, f"citations[{i}]", "unknown_citation",
+                                f"cites turn {c!r}, which is not a turn of conversation {rec.conversation_id!r}"))
         elif point is not None and pos > point:
-            out.append(_problem(w, f"citations[{i}]", "citation_after_write",
-                                f"cites turn {c!r} (order {conv.turns[pos].order}), which comes after the write "
-                                f"point {w.last_seen_turn!r} (order {conv.turns[point].order}): leakage from the "
-                                "future"))
+            out.append(_problem(rec, f"citations[{i}]", f"citation_after_{what}",
+                                f"cites turn {c!r} (order {conv.turns[pos].order}), which comes after the {what} "
+                                f"point {rec.last_seen_turn!r} (order {conv.turns[point].order}){why}"))
     return out
 
 

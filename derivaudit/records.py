@@ -75,10 +75,6 @@ class Read:
     source: Source | None = field(default=None, compare=False)
 
 
-OPERATION_KINDS = ("delete", "invalidate")
-ORIGINS = ("conversation", "api", "ui", "unknown")
-
-
 @dataclass(frozen=True, slots=True)
 class Operation:
     """A deletion or invalidation of an earlier write, as the store made it at its point in the

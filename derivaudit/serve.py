@@ -71,9 +71,7 @@ class OperatingPoint:
     source: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["threshold"] = self.threshold if math.isfinite(self.threshold) else str(self.threshold)
-        return d
+        return {**asdict(self), "threshold": _finite(self.threshold)}
 
 
 def operating_point(run: str | Path, view: str = "obligation", evidence: str = "expanded") -> OperatingPoint:
@@ -223,7 +221,6 @@ class Gate:
     limits: Limits = field(default_factory=Limits)
     settings: EvidenceSettings = field(default_factory=EvidenceSettings)
     split: str = "decompose"
-    _index: dict[str, tuple[int, Any, ConversationIndex]] = field(default_factory=dict)
     _count: int = 0
 
     def config(self) -> dict[str, Any]:
@@ -263,7 +260,7 @@ class Gate:
             if isinstance(row["order"], int) and not isinstance(row["order"], bool) and row["order"] <= order:
                 raise ServeError(422, f"is {row['order']}, not after the last turn the gate holds of conversation "
                                  f"{conv!r} (order {order}): new turns come after held ones", f"{at}.order")
-            _check(self._validate([row]), {1: at})
+            _check(check_rows("request", [row]), {1: at})
             order = row["order"]
             if isinstance(tid, str):
                 by_id[tid] = row
@@ -306,7 +303,7 @@ class Gate:
         # a parent_id or supersedes names writes judged before: checked against them (else not read)
         before = self.log.writes_of.get(conv, []) if write.get("parent_id") or write.get("supersedes") else []
         rows = [*held, *before, write]
-        log = _check(self._validate(rows), {len(rows): "write"}, held=len(rows) - 1)
+        log = _check(check_rows("request", rows), {len(rows): "write"}, held=len(rows) - 1)
         if not started():
             raise ServeError(504, "timed out waiting for the judge", None, "timeout")
         view = ConversationIndex(log.conversations[conv]).views(log.writes[-1], self.settings)
@@ -323,9 +320,6 @@ class Gate:
         row = {**write, "meta": {**(write.get("meta") or {}), "gate": gate}}
         self.log.add(new, row)
         return _answer(row)
-
-    def _validate(self, rows: list[dict[str, Any]]) -> Any:
-        return check_rows("request", rows)
 
 
 def open_gate(point: OperatingPoint, backend: Backend, log: str | Path, limits: Limits | None = None,

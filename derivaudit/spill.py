@@ -190,29 +190,26 @@ class SpilledLog:
         self._seq = {w.write_id: s for s, w, _ in checked if id(w) in ids}  # accepted writes, input order
         self._group = {s: group[s] for s in self._seq.values()}
         stored = {w: (self._convs[self._group[s]], points[s]) for w, s in self._seq.items()}
-        self.n_reads = self._check_reads(stored)
-        self.n_operations = self._check_operations(stored, {w.write_id for _, w, _ in checked})
+        self.n_reads = self._check_at_points("reads", lambda r, conv: read_problems(r, conv, stored), accept_reads)
+        all_ids = {w.write_id for _, w, _ in checked}
+        self.n_operations = self._check_at_points(
+            "operations", lambda o, conv: operation_problems(o, conv, stored, all_ids), accept_operations)
         del checked
         self.problems.sort(key=lambda p: (p.file, p.line or 0))
         id_warnings("conversation_id", firsts, self.warnings)
         self.warnings += turn_warnings
         id_warnings("write_id", [(w.write_id, w.source) for w in kept], self.warnings)
 
-    def _check_reads(self, stored: dict[str, tuple[str, int]]) -> int:
-        checked: list[tuple[int, Read, list[Problem]]] = []
-        for cid in [c for (c,) in self._db.execute("SELECT DISTINCT conv FROM reads")]:
+    def _check_at_points(self, table: str, problems_of: Callable[[Any, Conversation | None], list[Problem]],
+                         accept: Callable[..., list[Any]]) -> int:
+        """Check the reads (or operations) one conversation at a time against the accepted writes,
+        then accept them in input order; returns how many were accepted."""
+        checked: list[tuple[int, Any, list[Problem]]] = []
+        for cid in [c for (c,) in self._db.execute(f"SELECT DISTINCT conv FROM {table}")]:
             conv = conversation(self._turns(cid), []) if cid in self._conv_set else None
-            checked += [(s, r, read_problems(r, conv, stored)) for s, r in self._rows(cid, "reads")]
+            checked += [(s, r, problems_of(r, conv)) for s, r in self._rows(cid, table)]
         checked.sort(key=lambda x: x[0])
-        return len(accept_reads(((r, p) for _, r, p in checked), self.problems))
-
-    def _check_operations(self, stored: dict[str, tuple[str, int]], all_ids: set[str]) -> int:
-        checked: list[tuple[int, Operation, list[Problem]]] = []
-        for cid in [c for (c,) in self._db.execute("SELECT DISTINCT conv FROM operations")]:
-            conv = conversation(self._turns(cid), []) if cid in self._conv_set else None
-            checked += [(s, o, operation_problems(o, conv, stored, all_ids)) for s, o in self._rows(cid, "operations")]
-        checked.sort(key=lambda x: x[0])
-        return len(accept_operations(((o, p) for _, o, p in checked), self.problems))
+        return len(accept(((r, p) for _, r, p in checked), self.problems))
 
     @property
     def n_conversations(self) -> int:
