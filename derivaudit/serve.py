@@ -37,6 +37,7 @@ from . import __version__, runs
 from .evidence import ConversationIndex, EvidenceSettings, passage_dict
 from .io import check_rows, header, read_objects
 from .models.base import Backend
+from .safe import dumps as json_dumps
 
 PRODUCER = "derivaudit serve: the gate's decision log"
 EVIDENCE = ("expanded", "citation_only")
@@ -173,7 +174,7 @@ class DecisionLog:
                 self.writes_of.setdefault(obj["conversation_id"], []).append(obj)
 
     def _append(self, rows: Sequence[dict[str, Any]]) -> None:
-        data = b"".join(orjson.dumps(r) + b"\n" for r in rows)
+        data = b"".join(json_dumps(r) + b"\n" for r in rows)
         with self._lock:
             n = os.write(self._fd, data)
             while n < len(data):  # a short write (full disk aside, rare): finish the lines
@@ -389,7 +390,7 @@ def create_app(gate: Gate, token: str | None = None) -> Any:
     state = {"waiting": 0, "served": 0, "seconds": 0.0, "started": time.time()}
 
     def reply(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-        return Response(orjson.dumps(obj), status, headers, media_type="application/json")
+        return Response(json_dumps(obj), status, headers, media_type="application/json")
 
     def authorised(request: Request) -> bool:
         if token is None:

@@ -351,3 +351,25 @@ def test_derivaudit_serve_end_to_end_on_a_real_model(fixture_scan, tmp_path):
                  threshold=p.threshold)
     assert got["score"] == pytest.approx(want["score"], abs=1e-3) and got["admit"] is bool(want["decision"])
     assert [w.write_id for w in load_log(tmp_path / "gate.jsonl").writes] == ["e2e"]
+
+
+def test_memory_text_is_escaped_in_the_log_and_the_answer(tmp_path):
+    """Bidi and C1 characters from a memory never reach the log or the wire raw (safe.dumps)."""
+    from dataclasses import replace
+
+    path = tmp_path / "d.jsonl"
+    # the obligation view with the record as its one obligation: the answer carries the memory text
+    gate = open_gate(replace(point(), view="obligation"), RecordRule(), path, split="record")
+    hostile = "Alex moved to Boston\u202e\u009b31m."
+    with served(gate) as url:
+        Client(url).add_turns("c", [{"turn_id": "t1", "speaker": "Alex", "text": hostile}])
+        req = urllib.request.Request(url + "/v1/admit", data=json.dumps(
+            {"write": {"write_id": "w", "conversation_id": "c", "text": hostile, "citations": ["t1"]}}).encode(),
+            method="POST")
+        with urllib.request.urlopen(req) as r:
+            wire = r.read()
+    raw = path.read_bytes()
+    assert "\u202e".encode() not in raw and b"\\u202e" in raw and "\u009b".encode() not in raw
+    assert "\u202e".encode() not in wire and b"\\u202e" in wire
+    assert json.loads(wire)["parts"][0]["text"] == hostile
+    assert load_log(path).writes[0].text == hostile  # the text itself is unchanged
