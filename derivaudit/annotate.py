@@ -42,6 +42,7 @@ QUALIFIER_TYPES = ("timing", "modality", "quantity", "attribution")
 # person for the same event (slots.py)? A yes feeds R (see _slot_checks).
 QUESTIONS = {"e": "der_e", "r": "der_r3", "s": "der_s"}
 ADJUDICATE = {"e": "adjudicate_e", "r": "adjudicate_r3", "s": "adjudicate_s"}
+POLARITY = {"e": "true", "r": "false"}  # "Which passages above show that the statement is ...?"
 
 _LINE = re.compile(
     r"^\s*(?:[-*\u2022]|\d+[.)])?\s*(FACT|RELATION|QUALIFIER)\s*(?:\(\s*([^)]*?)\s*\))?\s*:\s*(.+?)\s*$", re.I
@@ -390,6 +391,7 @@ class _Job:
     backend: Backend
     task: Callable[[str], Task]  # which ("e" | "r") -> the question after the evidence block
     thresholds: dict[str, float]
+    polarity: dict[str, str] = field(default_factory=lambda: dict(POLARITY))  # der_subset's wording per primitive
 
 
 def _clears(logodds: float, th: float) -> bool:
@@ -430,7 +432,7 @@ def _check_subsets(jobs: Sequence[_Job]) -> None:
         for job, which in pending:
             it = job.item
             task = templates.render("der_subset", obligation=templates.line(it.obligation.text),
-                                    polarity="true" if which == "e" else "false")
+                                    polarity=job.polarity[which])
             if attempt:
                 task += f"\nYour previous answer could not be used ({last_error[(id(job), which)]}). " \
                         f"Answer with passage numbers between 1 and {len(it.passages)}, or none."
@@ -562,7 +564,8 @@ def _prompt(shared: str, task: Task) -> Prompt:
 
 
 def _answers(items: Sequence[Item], askers: Sequence[Asker],
-             asked: Sequence[frozenset[str]] | None = None) -> list[list[Primitives]]:
+             asked: Sequence[frozenset[str]] | None = None,
+             polarity: dict[str, str] | None = None) -> list[list[Primitives]]:
     """For each asker (backend, D prompt, E/R prompt, thresholds): D from the record alone (argmax);
     where the view has passages, E and R over the passages and, for a score that clears the
     asker's threshold, over null passages of the same length (a score below it is a no whatever
@@ -595,7 +598,8 @@ def _answers(items: Sequence[Item], askers: Sequence[Asker],
             p = prims[j][k]
             if wanted(k, "d"):
                 p.d = _yes(got[(j, k, "d")], p.notes, "D")
-            job = _Job(it, p, be, lambda which, k=k, it=it, er_task=er_task: er_task(k, it, which), th)
+            job = _Job(it, p, be, lambda which, k=k, it=it, er_task=er_task: er_task(k, it, which), th,
+                       dict(polarity or POLARITY))
             for which in ("e", "r"):
                 if it.passages and wanted(k, which):
                     setattr(p, which, _decide(job, which, got[(j, k, which)], got.get((j, k, f"{which}_null"))))

@@ -1,0 +1,457 @@
+"""The lifecycle audit (issue 31): is a deletion, an invalidation or an update justified by the
+history the store had seen when it acted?
+
+A memory is a derivation; so is its removal or replacement. A deletion asserts that the memory no
+longer holds, or that the user asked to forget it, and that assertion is checked like a write's,
+with the same machinery (seed 004: obligations, two annotators, calibrated thresholds, null
+evidence, checked subsets, blinded adjudication of disagreements), over the turns *after* the
+target's write point up to the operation point ("the after view"):
+
+- D: is the target's obligation determinate (the write audit's own question, so cached);
+- U: do the after turns show it no longer holds (changed, ended, said to be wrong)? A three-way
+  choice read as log p(no longer holds) - log p(still holds or not said), like R;
+- F: does someone in the after turns ask to forget it? yes/no.
+An update's change is audited too: the old version's obligations are checked against the new
+text with the write audit's own E ("kept": does the new version state it?); what it drops or
+changes must be superseded by the after turns. A successor is checked with U over the successor
+alone ("does it replace this?") and must itself be supported.
+
+Label rule (fixed; no typed label):
+- delete / invalidate, no successor: justified when some determinate obligation has U or F yes;
+  else ambiguous when some obligation is not determinate; else unjustified (collateral);
+- with a successor: unjustified when no determinate obligation has U yes over the successor (it is
+  about something else: graphiti#1728) or the successor is unsupported or contradicted; justified
+  when it conflicts and is supported; ambiguous otherwise (its own label unknown or ambiguous);
+- update: justified when the new version keeps every obligation of the old, or every one it drops
+  has U or F yes; ambiguous when a dropped one is not determinate; else unjustified (the update lost
+  a memory that still held).
+An operation the store marks as made outside the conversation (origin api or ui) is labelled the
+same way but reported apart: the conversation is not what it answered to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rank_bm25 import BM25Okapi
+
+from . import calibrate as cal
+from . import templates
+from .annotate import (
+    Annotator,
+    Item,
+    Obligation,
+    Primitives,
+    _answers,
+    annotate,
+    ask,
+    settle_agreed,
+)
+from .evidence import tokenize
+from .models.base import Backend, Prompt
+from .records import MAX_PASSAGES, MemoryLog, Turn, Write
+from .views import passage_line
+
+KINDS = ("delete", "invalidate", "update")
+LABELS = ("justified", "unjustified", "ambiguous")
+OUTSIDE = ("api", "ui")  # origins the store records as not from the conversation
+QUESTIONS = {"e": "op_f", "r": "op_u"}  # F sits in E's place, U in R's (same reading: yes/no, 3-way)
+ADJUDICATE = {"e": "adjudicate_op_f", "r": "adjudicate_op_u"}
+POLARITY = {"e": "asked to be forgotten", "r": "no longer true"}
+
+
+@dataclass
+class Case:
+    """One operation to judge: a deletion or invalidation record, or an update (a write with a
+    `parent_id` whose parent is in the log)."""
+
+    case_id: str
+    kind: str
+    target: Write
+    point: str  # the last turn the store had seen when it acted
+    origin: str | None = None
+    successor: Write | None = None
+    new: Write | None = None  # an update's new version
+    time: str | None = None
+    citations: tuple[str, ...] = ()
+    gold: str | None = None
+
+    @property
+    def conversation_id(self) -> str:
+        return self.target.conversation_id
+
+
+def cases(log: MemoryLog, conversations: Sequence[str] | None = None) -> list[Case]:
+    """Every operation of the log, then every update, in input order."""
+    by_id = {w.write_id: w for w in log.writes}
+    out = []
+    for op in log.operations:
+        t = by_id[op.target]
+        if conversations and t.conversation_id not in conversations:
+            continue
+        out.append(Case(op.operation_id, op.kind, t, op.last_seen_turn, op.origin,
+                        by_id.get(op.successor) if op.successor else None, None, op.time, tuple(op.citations),
+                        (op.meta or {}).get("gold")))
+    for w in log.writes:
+        p = by_id.get(w.parent_id) if w.parent_id else None
+        if p is None or p.conversation_id != w.conversation_id:
+            continue
+        if conversations and w.conversation_id not in conversations:
+            continue
+        origin = (w.meta or {}).get("origin")
+        out.append(Case(f"update:{w.write_id}", "update", p, w.last_seen_turn, origin, None, w, w.time,
+                        tuple(w.citations), (w.meta or {}).get("lifecycle_gold")))
+    return out
+
+
+def after_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES) -> list[Turn]:
+    """The turns after the target's write point up to the operation point, in time order: all of
+    them when they fit, else the operation's citations and the turns BM25 ranks highest for the
+    target text (those sharing a word with it)."""
+    conv = log.conversations[case.conversation_id]
+    lo, hi = conv.position[case.target.last_seen_turn], conv.position[case.point]
+    window = conv.turns[lo + 1 : hi + 1]
+    if len(window) <= limit:
+        return list(window)
+    keep = {t.turn_id for t in window if t.turn_id in case.citations}
+    query = tokenize(case.target.text)
+    bm25 = BM25Okapi([tokenize(t.text) or ["\0"] for t in window])
+    scores = bm25.get_scores(query)
+    words = set(query)
+    ranked = sorted((i for i, t in enumerate(window) if words & set(tokenize(t.text))), key=lambda i: (-scores[i], i))
+    for i in ranked:
+        if len(keep) >= limit:
+            break
+        keep.add(window[i].turn_id)
+    return [t for t in window if t.turn_id in keep]
+
+
+def as_passage(w: Write, order: int = 0) -> Turn:
+    """A memory's text as a passage (a successor, an update's new version)."""
+    return Turn(w.conversation_id, w.write_id, order, "memory", w.text, w.time)
+
+
+@dataclass
+class AfterItem(Item):
+    """An obligation of the target over later passages: the evidence block says they came after."""
+
+    @property
+    def shared(self) -> str:
+        return block(self.passages)
+
+    @property
+    def null_shared(self) -> str:
+        from .annotate import null_passages
+
+        return block(null_passages(len(self.passages)))
+
+    def subset_shared(self, nums: Sequence[int]) -> str:
+        return block([self.passages[n - 1] for n in nums])
+
+
+def block(passages: Sequence[Turn | dict[str, Any]]) -> str:
+    lines = "\n".join(passage_line(i, p) for i, p in enumerate(passages, start=1)) or "(no passages)"
+    return templates.render("op_passages", passages=lines)
+
+
+def describe(p: Primitives) -> str:
+    """How the adjudicator sees one lifecycle assessment (no names, no roles)."""
+    from .annotate import _yes_no as yn
+    return f"determinate: {yn(p.d)}; asked to forget: {yn(p.e)}; no longer holds: {yn(p.r)}"
+
+
+def _th(annotator: Annotator) -> dict[str, float]:
+    """F and U thresholds in E's and R's places; the slot check is never asked here."""
+    t = annotator.thresholds
+    return {"d": t.get("d", 0.0), "e": t.get("f", 0.0), "r": t.get("u", 0.0), "s": math.inf}
+
+
+def _asker(annotator: Annotator):
+    v = annotator.variant
+    return (annotator.backend,
+            lambda k, it: ask(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
+            lambda k, it, which: ask(f"{QUESTIONS[which]}_{v}", obligation=it.obligation.text),
+            _th(annotator))
+
+
+def _coin(item: Item) -> bool:
+    seed = hashlib.sha256(f"{item.obligation.obligation_id}|{item.view}|{item.write.write_id}".encode()).digest()
+    return random.Random(seed).random() < 0.5
+
+
+@dataclass
+class Judged:
+    item: Item
+    a: Primitives
+    b: Primitives
+    adjudicated: Primitives | None
+
+    @property
+    def final(self) -> Primitives:
+        return self.adjudicated or self.a
+
+    def to_dict(self) -> dict[str, Any]:
+        f = self.final
+        return {"obligation_id": self.item.obligation.obligation_id, "obligation": self.item.obligation.text,
+                "view": self.item.view, "passages": [t.turn_id for t in self.item.passages],
+                "A": self.a.to_dict(), "B": self.b.to_dict(),
+                "adjudicator": self.adjudicated.to_dict() if self.adjudicated else None,
+                "d": f.d, "f": f.e, "u": f.r, "f_subset": f.e_subset, "u_subset": f.r_subset}
+
+
+def judge_after(items: Sequence[Item], a: Annotator, b: Annotator, adj: Annotator,
+                ask_f: Sequence[bool] | None = None) -> list[Judged]:
+    """D, F and U from two annotators; disputes go to the adjudicator, blinded and in seeded order.
+    `ask_f[k]` False leaves F unasked for item k (a successor is not a conversation turn)."""
+    asked = [frozenset({"d", "e", "r"} if (ask_f is None or ask_f[k]) else {"d", "r"}) for k in range(len(items))]
+    pa, pb = _answers(items, [_asker(a), _asker(b)], asked=asked, polarity=POLARITY)
+    out = [Judged(items[k], pa[k], pb[k], None) for k in range(len(items))]
+    disputed = [(k, frozenset(w for w in ("d", "e", "r") if getattr(pa[k], w) != getattr(pb[k], w)) & asked[k])
+                for k in range(len(items))]
+    disputed = [(k, s) for k, s in disputed if s]
+    if not disputed:
+        return out
+    ks = [k for k, _ in disputed]
+    shown = {k: (pa[k], pb[k]) if _coin(items[k]) else (pb[k], pa[k]) for k in ks}
+
+    def fields(k: int, it: Item, part: Callable[[Primitives], str] = describe) -> dict[str, str]:
+        return {"obligation": it.obligation.text, "first": part(shown[k][0]), "second": part(shown[k][1])}
+
+    sub = [items[k] for k in ks]
+    res = _answers(sub, [(
+        adj.backend,
+        lambda j, it: ask("adjudicate_d", record=it.write.text, **fields(ks[j], it, Primitives.describe_d)),
+        lambda j, it, which: ask(ADJUDICATE[which], **fields(ks[j], it)),
+        _th(adj),
+    )], asked=[s for _, s in disputed], polarity=POLARITY)[0]
+    for (k, s), p in zip(disputed, res, strict=True):
+        settle_agreed(p, pa[k], pb[k], asked=s)
+        for which in ("d", "e", "r"):
+            if which not in asked[k]:
+                setattr(p, which, getattr(pa[k], which))
+        out[k].adjudicated = p
+    return out
+
+
+def items_for(log: MemoryLog, case: Case, obligations: Sequence[Obligation],
+              new_obligations_view: str = "new_version") -> dict[str, list[Item]]:
+    """The items of one case: its target's obligations over the after turns (every case), over the
+    successor (a case with one), and over an update's new version (the write audit's E: kept?)."""
+    after = after_turns(log, case)
+    out: dict[str, list[Item]] = {"after": [AfterItem(o, case.target, "after", after) for o in obligations]}
+    if case.successor is not None:
+        out["successor"] = [AfterItem(o, case.target, "successor", [as_passage(case.successor)]) for o in obligations]
+    if case.new is not None:
+        out["kept"] = [Item(o, case.target, new_obligations_view, [as_passage(case.new)]) for o in obligations]
+    return out
+
+
+def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: str | None = None
+          ) -> tuple[str, str, list[str]]:
+    """The fixed rule above: (label, why, the deciding turn ids)."""
+    after = rows.get("after", [])
+
+    def superseded(r: dict[str, Any]) -> bool:
+        return bool(r["d"]) and bool(r["u"] or r["f"])
+
+    def deciding(rs: Sequence[dict[str, Any]]) -> list[str]:
+        out: list[str] = []
+        for r in rs:
+            nums = (r["u_subset"] if r["u"] else []) + (r["f_subset"] if r["f"] else [])
+            out += [r["passages"][n - 1] for n in nums if 0 < n <= len(r["passages"])]
+        return sorted(set(out), key=out.index)
+
+    if case.kind == "update":
+        kept = {r["obligation_id"]: bool(r["e"]) for r in rows.get("kept", [])}
+        dropped = [r for r in after if not kept.get(r["obligation_id"], False)]
+        if not dropped:
+            return "justified", "the new version keeps every obligation of the old", []
+        if all(superseded(r) for r in dropped):
+            return "justified", "every obligation it drops or changes is superseded by a later turn", deciding(dropped)
+        if any(r["d"] is not True for r in dropped if not superseded(r)):
+            return "ambiguous", "an obligation it drops is not determinate", []
+        lost = next(r for r in dropped if not superseded(r))
+        return "unjustified", f"it drops {lost['obligation']!r}, which no later turn supersedes", []
+    if case.successor is not None:
+        conflict = [r for r in rows.get("successor", []) if r["d"] and r["u"]]
+        if not conflict:
+            return ("unjustified", "the successor does not replace any obligation of the target "
+                    "(another subject or slot)", [])
+        if successor_label == "supported":
+            return "justified", "the successor replaces the target and is supported", []
+        if successor_label in ("unsupported", "contradicted"):
+            return "unjustified", f"the successor replaces the target but is {successor_label}", []
+        return "ambiguous", f"the successor's own label is {successor_label or 'unknown'}", []
+    hit = [r for r in after if superseded(r)]
+    if hit:
+        what = "a request to forget it" if any(r["f"] for r in hit) and not any(r["u"] for r in hit) else \
+            "a later turn that supersedes it"
+        return "justified", f"{what}", deciding(hit)
+    if not after or any(r["d"] is not True for r in after):
+        return "ambiguous", "the target is not determinate", []
+    return "unjustified", "no later turn supersedes or refutes it, and nobody asked to forget it", []
+
+
+# -- calibration: F and U thresholds on items of known answer, from the calibration turns
+
+def changed(t: Turn) -> Turn:
+    said = " ".join(t.text.split())
+    return Turn(t.conversation_id, t.turn_id + "~u", t.order, t.speaker,
+                f'What I told you before ("{said}") is not true any more: that has changed.', t.time)
+
+
+def forget(t: Turn) -> Turn:
+    return Turn(t.conversation_id, t.turn_id + "~f", t.order, t.speaker,
+                f'Please forget that I said "{" ".join(t.text.split())}". Delete it from your memory.', t.time)
+
+
+@dataclass(frozen=True)
+class CalItem:
+    which: str  # "e" (F) | "r" (U)
+    statement: str
+    passages: tuple[Turn, ...]
+    positive: bool
+
+
+def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> list[CalItem]:
+    """Per statement p (a turn's own words) over the `window` turns after it with one turn put in the
+    middle: U positive (a turn saying p changed), U negatives (p restated: still holds; another
+    conversation's statement: not said); F positive (a turn asking to forget p), F negatives (p
+    changed but not a request; p restated)."""
+    rng = random.Random(seed)
+    convs = sorted(log.conversations)
+    pool = [(c, i) for c in convs for i, t in enumerate(log.conversations[c].turns[:-1])
+            if len(t.text.split()) >= cal.MIN_WORDS]
+    rng.shuffle(pool)
+    out: list[CalItem] = []
+    for conv, i in pool[:n]:
+        turns = log.conversations[conv].turns
+        p, later = turns[i], list(turns[i + 1 : i + 1 + window])
+        mid = len(later) // 2
+        others = [t for c in convs if c != conv for t in log.conversations[c].turns
+                  if len(t.text.split()) >= cal.MIN_WORDS] or \
+            [t for t in turns[i + 2 * window :] if len(t.text.split()) >= cal.MIN_WORDS]
+
+        def with_(x: Turn, later: list[Turn] = later, mid: int = mid) -> tuple[Turn, ...]:
+            return tuple(later[:mid] + [x] + later[mid:])
+
+        s = cal.said(p)
+        out += [CalItem("r", s, with_(changed(p)), True), CalItem("r", s, with_(p), False),
+                CalItem("e", s, with_(forget(p)), True), CalItem("e", s, with_(changed(p)), False),
+                CalItem("e", s, with_(p), False)]
+        if others:
+            out.append(CalItem("r", cal.said(rng.choice(others)), tuple(later), False))
+    return out
+
+
+def calibrate(annotators: Sequence[tuple[Annotator, bool]], log: MemoryLog, n: int = 12,
+              target: float = cal.TARGET_FPR) -> list[dict[str, Any]]:
+    """Each annotator's F and U thresholds at FPR <= target (one scoring call for all, so roles on
+    one model share prefixes). `annotators`: (annotator, as_adjudicator)."""
+    from .annotate import score_all
+
+    items = build_items(log, n=n)
+    reqs: list[tuple[Backend, Prompt]] = []
+    for x, as_adj in annotators:
+        for it in items:
+            if as_adj:
+                yes = describe(Primitives(True, it.which == "e", it.which == "r"))
+                no = describe(Primitives(True, False, False))
+                coin = random.Random(hashlib.sha256(it.statement.encode()).digest()).random() < 0.5
+                first, second = (yes, no) if coin else (no, yes)
+                q = ask(ADJUDICATE[it.which], obligation=it.statement, first=first, second=second)
+            else:
+                q = ask(f"{QUESTIONS[it.which]}_{x.variant}", obligation=it.statement)
+            reqs.append((x.backend, Prompt(block(it.passages), q[0], verdict=q[1])))
+    scores = score_all(reqs)
+    out = []
+    for k in range(len(annotators)):
+        vals = [s.logodds for s in scores[k * len(items):(k + 1) * len(items)]]
+        th = {}
+        for which, name in (("e", "f"), ("r", "u")):
+            pairs = [(v, it.positive) for v, it in zip(vals, items, strict=True) if it.which == which and v is not None]
+            th[name] = cal.pick([v for v, pos in pairs if pos], [v for v, pos in pairs if not pos], target)
+        out.append({"thresholds": th, "items": len(items), "scoring_errors": sum(v is None for v in vals),
+                    "target_fpr": target})
+    return out
+
+
+@dataclass
+class Result:
+    case: Case
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    label: str = "ambiguous"
+    why: str = ""
+    deciding: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.case
+        return {"case_id": c.case_id, "kind": c.kind, "conversation_id": c.conversation_id,
+                "target": c.target.write_id, "target_text": c.target.text, "point": c.point, "time": c.time,
+                "origin": c.origin, "outside_conversation": c.origin in OUTSIDE,
+                "successor": c.successor.write_id if c.successor else None,
+                "new": c.new.write_id if c.new else None, "new_text": c.new.text if c.new else None,
+                "label": self.label, "why": self.why, "deciding_turns": self.deciding, "gold": c.gold,
+                "rows": self.rows}
+
+
+def judge(log: MemoryLog, todo: Sequence[Case], obligations: dict[str, Sequence[Obligation]],
+          a: Annotator, b: Annotator, adj: Annotator, write_labels: dict[str, str] | None = None) -> list[Result]:
+    """Judge the cases: one round of after/successor items and one of kept items (the write audit's
+    own primitives) for all of them together."""
+    write_labels = write_labels or {}
+    per = [items_for(log, c, obligations[c.target.write_id]) for c in todo]
+    after = [(ci, part, it) for ci, d in enumerate(per) for part in ("after", "successor") for it in d.get(part, [])]
+    judged = judge_after([it for _, _, it in after], a, b, adj, ask_f=[part == "after" for _, part, _ in after])
+    kept = [(ci, it) for ci, d in enumerate(per) for it in d.get("kept", [])]
+    anns = annotate([it for _, it in kept], a, b, adj) if kept else []
+    results = [Result(c) for c in todo]
+    for (ci, part, _), j in zip(after, judged, strict=True):
+        results[ci].rows.setdefault(part, []).append(j.to_dict())
+    for (ci, it), x in zip(kept, anns, strict=True):
+        f = x.final
+        results[ci].rows.setdefault("kept", []).append(
+            {"obligation_id": it.obligation.obligation_id, "obligation": it.obligation.text, "e": f.e,
+             "label": x.label})
+    for r in results:
+        succ = write_labels.get(r.case.successor.write_id) if r.case.successor else None
+        r.label, r.why, r.deciding = label(r.case, r.rows, succ)
+    return results
+
+
+def report(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Lifecycle rates per kind (conversation-balanced, write-weighted beside it) over the operations
+    judged by the conversation; those made outside it (origin api/ui) counted apart; gold accuracy."""
+    inside = [r for r in results if not r["outside_conversation"]]
+    out: dict[str, Any] = {"operations": len(results), "outside_conversation": len(results) - len(inside),
+                           "unknown_origin": sum(r["origin"] in (None, "unknown") for r in results), "rates": {}}
+    for kind in KINDS:
+        rs = [r for r in inside if r["kind"] == kind]
+        for lab in LABELS:
+            per: dict[str, list[int]] = {}
+            for r in rs:
+                per.setdefault(r["conversation_id"], [0, 0])
+                per[r["conversation_id"]][0] += r["label"] == lab
+                per[r["conversation_id"]][1] += 1
+            bal = sum(h / n for h, n in per.values()) / len(per) if per else None
+            wt = sum(h for h, _ in per.values()) / len(rs) if rs else None
+            out["rates"][f"{lab}_{kind}"] = {"balanced": bal, "weighted": wt, "n": len(rs),
+                                             "n_conversations": len(per)}
+    keys = ("case_id", "kind", "conversation_id", "target", "target_text", "new_text", "why", "origin",
+            "deciding_turns")
+    out["unjustified"] = [{k: r[k] for k in keys} for r in results if r["label"] == "unjustified"]
+    graded = [r for r in results if r.get("gold") in LABELS]
+    if graded:
+        gold_unj = [r for r in graded if r["gold"] == "unjustified"]
+        out["gold"] = {"n": len(graded), "accuracy": sum(r["label"] == r["gold"] for r in graded) / len(graded),
+                       "unjustified_recall": (sum(r["label"] == "unjustified" for r in gold_unj) / len(gold_unj))
+                       if gold_unj else None,
+                       "ambiguous_share": sum(r["label"] == "ambiguous" for r in graded) / len(graded),
+                       "confusion": {g: {p: sum(r["gold"] == g and r["label"] == p for r in graded) for p in LABELS}
+                                     for g in LABELS}}
+    return out

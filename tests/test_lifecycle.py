@@ -1,0 +1,153 @@
+"""The lifecycle audit on crafted logs: a rule judge that reads the words, so every label rule is
+exercised end to end (items, two annotators, subsets, adjudication, the label) and checked."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from derivaudit import lifecycle
+from derivaudit.annotate import Annotator, Obligation
+from derivaudit.io import load_log
+from derivaudit.models.base import Score
+from tests.rule_backend import RuleBackend, words
+
+YES, NO = Score(4.0, -0.1, -4.1), Score(-4.0, -4.1, -0.1)
+
+
+class LifecycleRule(RuleBackend):
+    """The rule judge, also answering the lifecycle questions: U yes when the later passages hold
+    the record's words and say it changed; F yes when they hold its words and ask to forget."""
+
+    def score(self, prompts, k=100):
+        out = super().score(prompts, k)
+        for i, p in enumerate(prompts):
+            m = re.search(r"^(?:Earlier record|Claim recorded before these passages): (.*)$", p.task, re.M)
+            if not m or not p.shared:
+                continue
+            st, ev = words(m.group(1)), words(p.shared)
+            about = bool(st) and len(st & ev) >= max(1, len(st) - 1)
+            if "forget" in p.task and "yes" in p.verdict[0]:
+                out[i] = YES if about and "forget" in ev else NO
+            else:
+                replaced = "memory" in ev and not st <= ev  # a successor stating another value
+                out[i] = YES if about and ("changed" in ev or "longer" in ev or replaced) else NO
+        return out
+
+
+def _log(tmp_path):
+    turns = [
+        ("t1", "Erin: I am allergic to peanuts."),
+        ("t2", "Erin: I work night shifts at the hospital."),
+        ("t3", "Erin: I have a cat named Tom."),
+        ("t4", "Erin: Please forget that I am allergic to peanuts, it was a joke."),
+        ("t5", "Erin: That changed, I no longer work night shifts; I work day shifts now."),
+        ("t6", "Erin: Nice weather today."),
+    ]
+    rows = [{"type": "header", "schema_version": 1}]
+    rows += [{"type": "turn", "conversation_id": "c", "turn_id": t, "order": i, "speaker": "Erin",
+              "text": x.split(": ", 1)[1]} for i, (t, x) in enumerate(turns)]
+    rows += [
+        {"type": "write", "write_id": "w1", "conversation_id": "c", "text": "Erin is allergic to peanuts",
+         "citations": ["t1"], "last_seen_turn": "t1"},
+        {"type": "write", "write_id": "w2", "conversation_id": "c", "text": "Erin works night shifts",
+         "citations": ["t2"], "last_seen_turn": "t2"},
+        {"type": "write", "write_id": "w3", "conversation_id": "c", "text": "Erin has a cat named Tom",
+         "citations": ["t3"], "last_seen_turn": "t3"},
+        {"type": "write", "write_id": "w4", "conversation_id": "c", "text": "Erin works day shifts now",
+         "citations": ["t5"], "last_seen_turn": "t5"},
+        {"type": "write", "write_id": "w5", "conversation_id": "c", "text": "Erin has a cat",
+         "citations": ["t3"], "last_seen_turn": "t6", "parent_id": "w3", "source_id": "w3"},
+        {"type": "write", "write_id": "w6", "conversation_id": "c", "text": "Erin is allergic to peanuts",
+         "citations": ["t1"], "last_seen_turn": "t2"},
+        {"type": "write", "write_id": "w7", "conversation_id": "c", "text": "Erin works night shifts",
+         "citations": ["t2"], "last_seen_turn": "t3"},
+        {"type": "operation", "operation_id": "o1", "conversation_id": "c", "kind": "delete", "target": "w1",
+         "last_seen_turn": "t6", "meta": {"gold": "justified"}},
+        {"type": "operation", "operation_id": "o2", "conversation_id": "c", "kind": "delete", "target": "w2",
+         "last_seen_turn": "t6", "meta": {"gold": "justified"}},
+        {"type": "operation", "operation_id": "o3", "conversation_id": "c", "kind": "delete", "target": "w3",
+         "last_seen_turn": "t6", "meta": {"gold": "unjustified"}},
+        {"type": "operation", "operation_id": "o4", "conversation_id": "c", "kind": "invalidate", "target": "w6",
+         "last_seen_turn": "t6", "successor": "w4", "meta": {"gold": "unjustified"}},
+        {"type": "operation", "operation_id": "o5", "conversation_id": "c", "kind": "invalidate", "target": "w7",
+         "last_seen_turn": "t6", "successor": "w4", "origin": "api", "meta": {"gold": "justified"}},
+    ]
+    p = tmp_path / "log.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return load_log(p)
+
+
+def _obligations(log):
+    return {w.write_id: [Obligation(f"{w.write_id}.1", w.write_id, "fact", None, w.text)] for w in log.writes}
+
+
+def test_every_rule_end_to_end_on_a_crafted_log(tmp_path):
+    log = _log(tmp_path)
+    cs = lifecycle.cases(log)
+    assert [c.case_id for c in cs] == ["o1", "o2", "o3", "o4", "o5", "update:w5"]
+    be = LifecycleRule()
+    a, b, adj = Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")
+    res = lifecycle.judge(log, cs, _obligations(log), a, b, adj, write_labels={"w4": "supported"})
+    got = {r.case.case_id: (r.label, r.why) for r in res}
+    assert got["o1"][0] == "justified" and "forget" in got["o1"][1]
+    assert got["o2"][0] == "justified" and "supersedes" in got["o2"][1]
+    assert got["o3"][0] == "unjustified"  # collateral: nothing after the cat says it changed
+    assert got["o4"] == ("unjustified", lifecycle.label(cs[3], res[3].rows, "supported")[1])
+    assert "another subject" in got["o4"][1]  # day shifts do not replace the peanut allergy
+    assert got["o5"][0] == "justified"  # day shifts replace night shifts, and the successor is supported
+    assert got["update:w5"][0] == "unjustified" and "named Tom" in got["update:w5"][1]
+    by = {r.case.case_id: r for r in res}
+    assert "t5" in by["o2"].deciding and "t4" in by["o1"].deciding  # the checked subsets name them
+    # the after view: only turns after the target's write point, up to the operation point
+    assert [t.turn_id for t in lifecycle.after_turns(log, cs[0])] == ["t2", "t3", "t4", "t5", "t6"]
+    rep = lifecycle.report([r.to_dict() for r in res])
+    assert rep["outside_conversation"] == 1  # o5, made through the API, reported apart
+    assert rep["rates"]["unjustified_delete"]["weighted"] == 1 / 3
+    assert rep["gold"]["n"] == 5 and rep["gold"]["accuracy"] == 1.0 and rep["gold"]["unjustified_recall"] == 1.0
+    assert [u["case_id"] for u in rep["unjustified"]] == ["o3", "o4", "update:w5"]
+
+
+def _row(d=True, u=False, f=False, oid="x.1"):
+    return {"obligation_id": oid, "obligation": "text", "passages": ["t9"], "d": d, "u": u, "f": f,
+            "u_subset": [1] if u else [], "f_subset": [1] if f else []}
+
+
+def test_the_label_rule_table(tmp_path):
+    log = _log(tmp_path)
+    c = lifecycle.cases(log)
+    plain, succ, upd = c[0], c[3], c[5]
+    assert lifecycle.label(plain, {"after": [_row(u=True)]})[0] == "justified"
+    assert lifecycle.label(plain, {"after": [_row(f=True)]})[0] == "justified"
+    assert lifecycle.label(plain, {"after": [_row()]})[0] == "unjustified"
+    assert lifecycle.label(plain, {"after": [_row(d=False, u=True)]})[0] == "ambiguous"  # not determinate
+    assert lifecycle.label(plain, {"after": []})[0] == "ambiguous"
+    s = {"after": [_row()], "successor": [_row(u=True)]}
+    assert lifecycle.label(succ, s, "supported")[0] == "justified"
+    assert lifecycle.label(succ, s, "contradicted")[0] == "unjustified"
+    assert lifecycle.label(succ, s, None)[0] == "ambiguous"
+    assert lifecycle.label(succ, {"after": [_row(u=True)], "successor": [_row()]}, "supported")[0] == "unjustified"
+    kept = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": True}]}
+    assert lifecycle.label(upd, kept)[0] == "justified"  # keeps everything
+    dropped = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": False}]}
+    assert lifecycle.label(upd, dropped)[0] == "unjustified"  # lost a detail that still held
+    dropped["after"] = [_row(u=True)]
+    assert lifecycle.label(upd, dropped)[0] == "justified"  # the history says it changed
+
+
+def test_calibration_items_and_thresholds(tmp_path):
+    rows = [{"type": "header", "schema_version": 1}]
+    for c, topic in (("a", "garden"), ("b", "kitchen")):
+        rows += [{"type": "turn", "conversation_id": c, "turn_id": f"{c}{i}", "order": i, "speaker": "Sam",
+                  "text": f"On day {i} I planted {n} tulips in the {topic} by the old fence."}
+                 for i, n in enumerate(("three", "four", "five", "six", "seven", "eight"))]
+    (tmp_path / "cal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    log = load_log(tmp_path / "cal.jsonl")
+    items = lifecycle.build_items(log, n=4, window=2)
+    assert {(i.which, i.positive) for i in items} >= {("r", True), ("r", False), ("e", True), ("e", False)}
+    be = LifecycleRule()
+    cals = lifecycle.calibrate([(Annotator("A", be, "a"), False), (Annotator("adjudicator", be, "a"), True)], log,
+                               n=4)
+    for c in cals:
+        assert set(c["thresholds"]) == {"f", "u"}
+        assert c["thresholds"]["u"].tpr == 1.0 and c["thresholds"]["f"].tpr == 1.0
