@@ -422,36 +422,3 @@ def judge(log: MemoryLog, todo: Sequence[Case], obligations: dict[str, Sequence[
         succ = write_labels.get(r.case.successor.write_id) if r.case.successor else None
         r.label, r.why, r.deciding = label(r.case, r.rows, succ)
     return results
-
-
-def report(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Lifecycle rates per kind (conversation-balanced, write-weighted beside it) over the operations
-    judged by the conversation; those made outside it (origin api/ui) counted apart; gold accuracy."""
-    inside = [r for r in results if not r["outside_conversation"]]
-    out: dict[str, Any] = {"operations": len(results), "outside_conversation": len(results) - len(inside),
-                           "unknown_origin": sum(r["origin"] in (None, "unknown") for r in results), "rates": {}}
-    for kind in KINDS:
-        rs = [r for r in inside if r["kind"] == kind]
-        for lab in LABELS:
-            per: dict[str, list[int]] = {}
-            for r in rs:
-                per.setdefault(r["conversation_id"], [0, 0])
-                per[r["conversation_id"]][0] += r["label"] == lab
-                per[r["conversation_id"]][1] += 1
-            bal = sum(h / n for h, n in per.values()) / len(per) if per else None
-            wt = sum(h for h, _ in per.values()) / len(rs) if rs else None
-            out["rates"][f"{lab}_{kind}"] = {"balanced": bal, "weighted": wt, "n": len(rs),
-                                             "n_conversations": len(per)}
-    keys = ("case_id", "kind", "conversation_id", "target", "target_text", "new_text", "why", "origin",
-            "deciding_turns")
-    out["unjustified"] = [{k: r[k] for k in keys} for r in results if r["label"] == "unjustified"]
-    graded = [r for r in results if r.get("gold") in LABELS]
-    if graded:
-        gold_unj = [r for r in graded if r["gold"] == "unjustified"]
-        out["gold"] = {"n": len(graded), "accuracy": sum(r["label"] == r["gold"] for r in graded) / len(graded),
-                       "unjustified_recall": (sum(r["label"] == "unjustified" for r in gold_unj) / len(gold_unj))
-                       if gold_unj else None,
-                       "ambiguous_share": sum(r["label"] == "ambiguous" for r in graded) / len(graded),
-                       "confusion": {g: {p: sum(r["gold"] == g and r["label"] == p for r in graded) for p in LABELS}
-                                     for g in LABELS}}
-    return out

@@ -45,6 +45,7 @@ REPLAY = "replay.json"
 REVIEW_SAMPLE = "review_sample.json"
 REVIEW = "review.jsonl"
 RUBRIC = "rubric.json"
+LIFECYCLE = "lifecycle.jsonl"  # scan: one row per deletion, invalidation or update judged (issue 31)
 CHECKSUMS = "checksums.json"
 LOCK = ".lock"
 

@@ -308,6 +308,10 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
                      "skipped_records": len(log.skipped), "seconds": round(time.time() - started, 2),
                      "judged_by": {x.role: f"{x.backend.identity().get('model')} ({x.backend.name})"
                                    for x in annotators}}
+    life = _lifecycle(log, run, (a, b, adj), cfg, meta, health, labels, decs, fp_prim, done, progress)
+    if life is not None:
+        report["lifecycle"] = life
+        timings["lifecycle"] = meta["timings"].get("lifecycle", 0.0)
     runs.write_json(run, runs.SCOPE, report)
     if cfg.rubric:
         from .rubric import rerun
@@ -321,6 +325,55 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
     meta["usage"] = usage_by_backend(annotators)
     save_meta(run, meta)
     return report
+
+
+def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Annotator], cfg: ScanConfig,
+               meta: dict[str, Any], health: dict[str, Any], labels: Sequence[dict[str, Any]],
+               decs: Sequence[Decomposition], fp_prim: str, done: Callable[[Stage], bool],
+               progress: Progress) -> dict[str, Any] | None:
+    """The lifecycle stage (issue 31): every deletion, invalidation and update of the selected
+    conversations judged against the turns after its target's write; None when the log has none."""
+    from . import lifecycle
+    from .report.lifecycle import summarize
+
+    cases = lifecycle.cases(log, cfg.conversations)
+    if not cases:
+        return None
+    a, b, adj = annotators
+    t0 = time.time()
+    fp = _fp(fp_prim, [(c.case_id, c.target.write_id, c.point) for c in cases],
+             prompts_fingerprint("op_", "adjudicate_op", "der_", "adjudicate"))
+    st = Stage(run, runs.LIFECYCLE.removesuffix(".jsonl"), fp, meta)
+    if done(st):
+        rows = st.load()
+    else:
+        if cfg.calibrate:
+            cal_log = calibrate.corpus(cfg.calibrate_on, log)
+            for x, c in zip((a, b, adj), lifecycle.calibrate([(a, False), (b, False), (adj, True)], cal_log),
+                            strict=True):
+                x.thresholds.update({k: calibrate.usable(t) for k, t in c["thresholds"].items()})
+                health.setdefault(x.role, {})["lifecycle"] = {k: t.to_dict() for k, t in c["thresholds"].items()}
+        obligations = {d.write_id: d.obligations for d in decs}
+        missing = list({c.target.write_id: c.target for c in cases if c.target.write_id not in obligations}.values())
+        for d in decompose(a.backend, missing) if missing else []:
+            obligations[d.write_id] = d.obligations
+        write_labels = {r["write_id"]: r["expanded_label"] for r in labels}
+        have = {r["case_id"]: r for r in st.resumed()}
+        progress("lifecycle", len(have), len(cases))
+        with st.appender() as append:  # one case per round: a kill loses at most the case in flight
+            for c in cases:
+                if c.case_id in have:
+                    continue
+                got = [r.to_dict() for r in lifecycle.judge(log, [c], obligations, a, b, adj, write_labels)]
+                append(got)
+                have.update((r["case_id"], r) for r in got)
+                progress("lifecycle", 1, len(cases))
+        rows = [have[c.case_id] for c in cases]
+        st.finish(rows)
+    meta.setdefault("timings", {})["lifecycle"] = round(time.time() - t0, 3)
+    meta["calibration"] = health
+    save_meta(run, meta)
+    return summarize(rows)
 
 
 def usage_by_backend(annotators: Sequence[Annotator]) -> list[dict[str, Any]]:

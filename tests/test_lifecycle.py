@@ -10,6 +10,7 @@ from derivaudit import lifecycle
 from derivaudit.annotate import Annotator, Obligation
 from derivaudit.io import load_log
 from derivaudit.models.base import Score
+from derivaudit.report.lifecycle import flat, summarize
 from tests.rule_backend import RuleBackend, words
 
 YES, NO = Score(4.0, -0.1, -4.1), Score(-4.0, -4.1, -0.1)
@@ -101,9 +102,11 @@ def test_every_rule_end_to_end_on_a_crafted_log(tmp_path):
     assert "t5" in by["o2"].deciding and "t4" in by["o1"].deciding  # the checked subsets name them
     # the after view: only turns after the target's write point, up to the operation point
     assert [t.turn_id for t in lifecycle.after_turns(log, cs[0])] == ["t2", "t3", "t4", "t5", "t6"]
-    rep = lifecycle.report([r.to_dict() for r in res])
+    rep = summarize([r.to_dict() for r in res])
     assert rep["outside_conversation"] == 1  # o5, made through the API, reported apart
-    assert rep["rates"]["unjustified_delete"]["weighted"] == 1 / 3
+    assert rep["rates"]["unjustified_deletion"]["weighted"] == 1 / 3
+    assert rep["rates"]["justified_invalidation"]["n_writes"] == 1  # o4 only: o5 is apart
+    assert flat(rep)["lifecycle.unjustified_update"] == 1.0
     assert rep["gold"]["n"] == 5 and rep["gold"]["accuracy"] == 1.0 and rep["gold"]["unjustified_recall"] == 1.0
     assert [u["case_id"] for u in rep["unjustified"]] == ["o3", "o4", "update:w5"]
 
@@ -151,3 +154,25 @@ def test_calibration_items_and_thresholds(tmp_path):
     for c in cals:
         assert set(c["thresholds"]) == {"f", "u"}
         assert c["thresholds"]["u"].tpr == 1.0 and c["thresholds"]["f"].tpr == 1.0
+
+
+def test_scan_writes_the_lifecycle_stage_and_the_report_gates_on_it(tmp_path):
+    from derivaudit.report.build import build
+    from derivaudit.scan import ScanConfig, scan
+
+    log = _log(tmp_path)
+    be = LifecycleRule()
+    anns = (Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a"))
+    run = tmp_path / "run"
+    scope = scan(log, run, anns, cfg=ScanConfig(calibrate=False))
+    rows = [json.loads(x) for x in (run / "lifecycle.jsonl").read_text().splitlines()]
+    assert [r["case_id"] for r in rows] == ["o1", "o2", "o3", "o4", "o5", "update:w5"]
+    assert {r["case_id"]: r["label"] for r in rows}["o3"] == "unjustified"
+    assert scope["lifecycle"]["operations"] == 6
+    rep = build(run)
+    assert rep["lifecycle"]["gold"]["n"] == 5
+    assert rep["metrics"]["lifecycle.unjustified_deletion"] == 1 / 3
+    # a rerun redoes nothing: the stage file is kept as it is
+    before = (run / "lifecycle.jsonl").read_bytes()
+    scan(log, run, anns, cfg=ScanConfig(calibrate=False))
+    assert (run / "lifecycle.jsonl").read_bytes() == before

@@ -19,6 +19,8 @@ from ..review import review_metrics
 from ..runs import RunError
 from ..safe import dumps as json_dumps
 from ..stats import SCOPE_HELP, cluster_bootstrap_ci, group_counts, rates
+from .lifecycle import flat as lifecycle_flat
+from .lifecycle import summarize as summarize_lifecycle
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).parent.parent / "schemas" / "report.v1.schema.json"
@@ -86,6 +88,7 @@ def build(run: str | Path, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]
                                       for k, v in (replay or {}).get("settings", {}).items()}},
         "skipped_records": meta.get("skipped_records", []),
         "replay": replay,
+        "lifecycle": summarize_lifecycle(runs.read_rows_if(run, runs.LIFECYCLE), reps=reps, seed=seed),
         "bootstrap": {"reps": reps, "seed": seed, "unit": "conversation", "interval": 0.95},
     }
     report["metrics"] = flat_metrics(report)
@@ -168,6 +171,7 @@ def flat_metrics(report: dict[str, Any]) -> dict[str, float | None]:
     m["skipped_records"] = float(len(report["skipped_records"]))
     m["writes"] = float(report["run"]["writes"])
     m.update(gold_flat(report.get("gold")))
+    m.update(lifecycle_flat(report.get("lifecycle")))
     return m
 
 

@@ -1,0 +1,65 @@
+"""The lifecycle part of a report, from a run's lifecycle.jsonl (no model, no scan pipeline)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from ..stats import cluster_bootstrap_ci, rates
+
+KINDS = {"delete": "deletion", "invalidate": "invalidation", "update": "update"}
+LABELS = ("justified", "unjustified", "ambiguous")
+METRICS = {f"{lab}_{noun}": (pl.col("label") == lab, (pl.col("kind") == kind) & ~pl.col("outside_conversation"))
+           for kind, noun in KINDS.items() for lab in LABELS}
+LISTED = ("case_id", "kind", "conversation_id", "target", "target_text", "new_text", "why", "origin",
+          "deciding_turns")
+
+
+def summarize(rows: Sequence[dict[str, Any]], reps: int = 1000, seed: int = 0) -> dict[str, Any] | None:
+    """Rates per operation kind over the operations the conversation answered for (conversation-
+    balanced with a conversation bootstrap interval, write-weighted beside it); operations the store
+    marks as made outside the conversation (origin api/ui) are counted apart; every unjustified
+    operation listed with its target and why; gold accuracy where operations carry meta.gold."""
+    if not rows:
+        return None
+    flat = [{k: r[k] for k in ("conversation_id", "kind", "label", "outside_conversation")} for r in rows]
+    rs = rates(flat, METRICS)
+    cis = cluster_bootstrap_ci(flat, METRICS, reps=reps, seed=seed)
+    for k, v in rs.items():
+        v["balanced_ci"] = list(cis[k])
+    out: dict[str, Any] = {
+        "operations": len(rows),
+        "by_kind": {k: sum(r["kind"] == k for r in rows) for k in KINDS},
+        "outside_conversation": sum(bool(r["outside_conversation"]) for r in rows),
+        "unknown_origin": sum(r.get("origin") in (None, "unknown") for r in rows),
+        "rates": rs,
+        "unjustified": [{k: r.get(k) for k in LISTED} for r in rows if r["label"] == "unjustified"],
+    }
+    graded = [r for r in rows if r.get("gold") in LABELS]
+    if graded:
+        unj = [r for r in graded if r["gold"] == "unjustified"]
+        out["gold"] = {
+            "n": len(graded), "accuracy": sum(r["label"] == r["gold"] for r in graded) / len(graded),
+            "unjustified_recall": sum(r["label"] == "unjustified" for r in unj) / len(unj) if unj else None,
+            "ambiguous_share": sum(r["label"] == "ambiguous" for r in graded) / len(graded),
+            "confusion": {g: {p: sum(r["gold"] == g and r["label"] == p for r in graded) for p in LABELS}
+                          for g in LABELS},
+        }
+    return out
+
+
+def flat(doc: dict[str, Any] | None) -> dict[str, float | None]:
+    """`--fail-if` names: lifecycle.<label>_<kind> (balanced), .weighted, lifecycle.gold.accuracy..."""
+    if not doc:
+        return {}
+    m: dict[str, float | None] = {}
+    for k, v in doc["rates"].items():
+        m[f"lifecycle.{k}"] = v["balanced"]
+        m[f"lifecycle.{k}.weighted"] = v["weighted"]
+    m["lifecycle.operations"] = float(doc["operations"])
+    for k in ("accuracy", "unjustified_recall", "ambiguous_share"):
+        if doc.get("gold"):
+            m[f"lifecycle.gold.{k}"] = doc["gold"][k]
+    return m
