@@ -259,3 +259,20 @@ def test_mem0_db_messages_without_a_time_keep_distinct_turn_ids(tmp_path):
     ids = [t.turn_id for t in log.conversations["user_id=bob"].turns]
     assert len(ids) == len(set(ids)) and [t.text for t in log.conversations["user_id=bob"].turns][-2:] == [
         "no time one", "no time two"]
+
+
+def test_mem0_db_deletions_become_operations_with_their_origin(tmp_path):
+    """fixtures/mem0 (mem0ai 2.2.1) deletes two memories through delete(): one that was imported (an
+    operation on its last version, origin api: mem0 2.x's add() only adds, and no call of its scope
+    is near), one that was not (counted, not dropped silently)."""
+    truth = json.loads((ROOT / "mem0" / "truth.json").read_text())["memories"]
+    deleted = {v["text"] for v in truth.values() if v.get("deleted")}
+    for options in ({}, {"scopes": ROOT / "mem0" / "get_all.json"}):
+        log, notes = _mem0(tmp_path, **options)
+        assert notes["deleted"] == 2 and notes["deletions_not_imported"] == 1
+        (op,) = log.operations
+        target = log.write(op.target)
+        assert op.kind == "delete" and op.origin == "api" and target.text in deleted
+        assert target.valid is False and target.conversation_id == op.conversation_id
+        # updates made through update() carry origin api too (the lifecycle report sets them apart)
+        assert all((w.meta or {}).get("origin") == "api" for w in log.writes if w.parent_id)

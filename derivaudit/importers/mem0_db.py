@@ -181,6 +181,7 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
             for v in versions.get(mid, []):
                 v["valid"] = False
             stats["deleted"] = stats.get("deleted", 0) + 1
+            _delete(res, stats, rid, mid, versions.get(mid, []), chain_scope.get(mid), by_scope, times[i], updated)
             continue
         # an UPDATE replaces what came before, whether or not the UPDATE itself can be placed
         for v in versions.get(mid, []) if ev == "UPDATE" else []:
@@ -225,6 +226,8 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
         meta = {"actor_id": actor} if isinstance(actor, str) and actor else {}
         if ev == "UPDATE" and not cites:
             meta["mem0"] = "update() without messages (an API edit): no citations"
+        if ev == "UPDATE":  # add() saves its call's messages; update() saves none (see _delete)
+            meta["origin"] = "api" if not cites else "unknown"
         if meta:
             w["meta"] = meta
         versions.setdefault(mid, []).append(w)
@@ -250,6 +253,26 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
                                                                "messages" if truncated else ""))
     res.notes = stats
     return res
+
+
+def _delete(res: ImportResult, stats: dict[str, Any], rid: Any, mid: str, versions: list[dict[str, Any]],
+            scope: str | None, by_scope: dict[str, _Scope], t: float | None, updated: Any) -> None:
+    """A DELETE row as an operation on the memory's last imported version, at its scope's last kept
+    turn before it. Its origin: mem0 2.x's add() only adds (mem0/memory/main.py), so a DELETE is a
+    delete()/delete_all() call, which saves no messages; an earlier add() could also delete, and saved
+    its call's messages with it. So a DELETE with no call of its scope within the tolerance is "api";
+    one near such a call is "unknown" (the row does not say which). A deletion of a memory that was
+    not imported, or with no turn before it, is counted, not imported."""
+    sc = by_scope.get(scope) if scope else None
+    point = sc.last_turn_before(t) if sc is not None and t is not None else None
+    if not versions or point is None:
+        stats["deletions_not_imported"] = stats.get("deletions_not_imported", 0) + 1
+        return
+    res.operations.append({
+        "type": "operation", "operation_id": f"delete:{rid}", "conversation_id": scope, "kind": "delete",
+        "target": versions[-1]["write_id"], "last_seen_turn": point, "time": text_or_none(updated),
+        "origin": "unknown" if sc.near(t) is not None else "api",
+        "meta": {"mem0": "DELETE row", "memory_id": mid}})
 
 
 def _messages(f: str, msgs: list[tuple], res: ImportResult, stats: dict[str, Any]) -> dict[str, _Scope]:
