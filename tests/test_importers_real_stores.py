@@ -276,3 +276,16 @@ def test_mem0_db_deletions_become_operations_with_their_origin(tmp_path):
         assert target.valid is False and target.conversation_id == op.conversation_id
         # updates made through update() carry origin api too (the lifecycle report sets them apart)
         assert all((w.meta or {}).get("origin") == "api" for w in log.writes if w.parent_id)
+
+
+def test_graphiti_invalidated_edges_become_invalidate_operations(tmp_path):
+    """fixtures/graphiti (graphiti-core 0.31.2's own resolve_edge_contradictions): the one edge it
+    invalidated is an invalidate operation naming its successor, at the successor's write point."""
+    truth = _truth("graphiti")["edges"]
+    log, notes = run_import("graphiti", ROOT / "graphiti" / "export.json", tmp_path / "g.jsonl")
+    invalid = {k for k, v in truth.items() if not v["valid"]}
+    assert {o.target for o in log.operations} == invalid and notes["invalidations"] == len(invalid)
+    for o in log.operations:
+        succ = next(k for k, v in truth.items() if o.target in v["supersedes"])
+        assert o.kind == "invalidate" and o.successor == succ and o.origin == "conversation"
+        assert o.last_seen_turn == truth[succ]["last_seen_turn"]

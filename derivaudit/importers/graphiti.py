@@ -121,12 +121,45 @@ def convert(path: str | Path) -> ImportResult:
         if old:
             w["supersedes"] = old
             w["verified_correction"] = True
+    _invalidations(res, data["edges"], links, eps, pos)
     res.notes = {"episodes": len(data["episodes"]), "edges": len(data["edges"]),
-                 "supersessions": sum(len(v) for v in links.values())}
+                 "supersessions": sum(len(v) for v in links.values()), "invalidations": len(res.operations)}
     if unlinked:
         res.notes["invalidated_without_successor"] = unlinked
     return res
 
+
+
+def _invalidations(res: ImportResult, edges: list[Any], links: dict[str, list[str]], eps: dict[str, dict[str, Any]],
+                   pos: dict[str, int]) -> None:
+    """Every imported edge Graphiti invalidated or expired becomes an invalidate operation (issue 31).
+    With a successor (see `_supersessions`) it happened while that edge's episode was ingested
+    (resolve_edge_contradictions runs inside add_episode): the operation point is the successor's
+    write point and its origin "conversation". Without one, the point is the last episode of the
+    group created at or before the edge's `expired_at` (else its write point) and the origin
+    "unknown": the export does not say what invalidated it."""
+    writes = {w["write_id"]: w for w in res.writes}
+    successor_of = {old: new for new, olds in links.items() for old in olds}
+    for e in edges:
+        if not isinstance(e, dict) or e.get("uuid") not in writes or not (e.get("invalid_at") or e.get("expired_at")):
+            continue
+        w = writes[e["uuid"]]
+        succ = successor_of.get(w["write_id"])
+        if succ is not None:
+            point, origin = writes[succ]["last_seen_turn"], "conversation"
+        else:
+            end = _instant(e.get("expired_at") or e.get("invalid_at"))
+            group = [u for u, ep in eps.items() if ep["conv"] == w["conversation_id"] and u in pos
+                     and end is not None and (t := _instant(ep["time"])) is not None and t <= end]
+            point = max(group, key=lambda u: pos[u], default=w["last_seen_turn"])
+            if pos[point] < pos[w["last_seen_turn"]]:
+                point = w["last_seen_turn"]
+            origin = "unknown"
+        res.operations.append({
+            "type": "operation", "operation_id": f"invalidate:{w['write_id']}", "conversation_id": w["conversation_id"],
+            "kind": "invalidate", "target": w["write_id"], "last_seen_turn": point,
+            "time": e.get("expired_at") or e.get("invalid_at"), "successor": succ, "origin": origin,
+            "meta": {k: e.get(k) for k in ("invalid_at", "expired_at") if e.get(k) is not None}})
 
 
 def _supersessions(edges: list[dict[str, Any]], kept: set[str]) -> tuple[dict[str, list[str]], int]:
