@@ -308,7 +308,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
                      "skipped_records": len(log.skipped), "seconds": round(time.time() - started, 2),
                      "judged_by": {x.role: f"{x.backend.identity().get('model')} ({x.backend.name})"
                                    for x in annotators}}
-    life = _lifecycle(log, run, (a, b, adj), cfg, meta, health, labels, decs, fp_prim, done, progress)
+    life = _lifecycle(log, run, (a, b, adj), cfg, meta, labels, decs, fp_prim, done, progress)
     if life is not None:
         report["lifecycle"] = life
         timings["lifecycle"] = meta["timings"].get("lifecycle", 0.0)
@@ -328,7 +328,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
 
 
 def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Annotator], cfg: ScanConfig,
-               meta: dict[str, Any], health: dict[str, Any], labels: Sequence[dict[str, Any]],
+               meta: dict[str, Any], labels: Sequence[dict[str, Any]],
                decs: Sequence[Decomposition], fp_prim: str, done: Callable[[Stage], bool],
                progress: Progress) -> dict[str, Any] | None:
     """The lifecycle stage (issue 31): every deletion, invalidation and update of the selected
@@ -336,7 +336,9 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
     from . import lifecycle
     from .report.lifecycle import summarize
 
-    cases = lifecycle.cases(log, cfg.conversations)
+    chosen = {r["write_id"] for r in labels}
+    cases = [c for c in lifecycle.cases(log, cfg.conversations) if cfg.limit is None
+             or (c.target.write_id in chosen and (c.new is None or c.new.write_id in chosen))]
     if not cases:
         return None
     a, b, adj = annotators
@@ -352,7 +354,8 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
             for x, c in zip((a, b, adj), lifecycle.calibrate([(a, False), (b, False), (adj, True)], cal_log),
                             strict=True):
                 x.thresholds.update({k: calibrate.usable(t) for k, t in c["thresholds"].items()})
-                health.setdefault(x.role, {})["lifecycle"] = {k: t.to_dict() for k, t in c["thresholds"].items()}
+                meta.setdefault("lifecycle_calibration", {})[x.role] = {
+                    **c, "thresholds": {k: t.to_dict() for k, t in c["thresholds"].items()}}
         obligations = {d.write_id: d.obligations for d in decs}
         missing = list({c.target.write_id: c.target for c in cases if c.target.write_id not in obligations}.values())
         for d in decompose(a.backend, missing) if missing else []:
@@ -371,7 +374,6 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
         rows = [have[c.case_id] for c in cases]
         st.finish(rows)
     meta.setdefault("timings", {})["lifecycle"] = round(time.time() - t0, 3)
-    meta["calibration"] = health
     save_meta(run, meta)
     return summarize(rows)
 
