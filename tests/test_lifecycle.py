@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
+
+import pytest
 
 from derivaudit import lifecycle
 from derivaudit.annotate import Annotator, Obligation
@@ -176,3 +179,33 @@ def test_scan_writes_the_lifecycle_stage_and_the_report_gates_on_it(tmp_path):
     before = (run / "lifecycle.jsonl").read_bytes()
     scan(log, run, anns, cfg=ScanConfig(calibrate=False))
     assert (run / "lifecycle.jsonl").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_the_cli_scan_judges_the_gold_fixtures_operations_on_a_real_model(tmp_path):
+    """`derivaudit scan` on fixtures/lifecycle.jsonl's leo conversation, on the suite's real model:
+    every operation and update judged once, with a label, a reason and the primitives behind it;
+    the report's lifecycle part and its gate."""
+    from typer.testing import CliRunner
+
+    from derivaudit.cli import app
+
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "lifecycle.jsonl"
+    run = tmp_path / "run"
+    r = CliRunner().invoke(app, ["scan", str(log), "-o", str(run), "--conversation", "leo", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in (run / "lifecycle.jsonl").read_text().splitlines()]
+    want = ["op-6", "op-7", "op-8", "op-9", "op-10", "op-11", "update:l-usedveg"]
+    assert [x["case_id"] for x in rows] == want
+    for x in rows:
+        assert x["label"] in ("justified", "unjustified", "ambiguous") and x["why"]
+        assert x["rows"]["after"] and all(o["passages"] for o in x["rows"]["after"])
+    succ = [x for x in rows if x["successor"]]
+    assert succ and all(x["rows"]["successor"][0]["passages"] == ["l-fish"] for x in succ)
+    assert json.loads(r.stdout)["lifecycle"]["gold"]["n"] == 7
+    rep = tmp_path / "rep.json"
+    gate = CliRunner().invoke(app, ["report", str(run), "--format", "json", "-o", str(rep),
+                                    "--fail-if", "lifecycle.unjustified_deletion>1.5"])
+    assert gate.exit_code == 0, gate.output
+    doc = json.loads(rep.read_text())
+    assert doc["lifecycle"]["operations"] == 7 and "lifecycle.unjustified_deletion" in doc["metrics"]
