@@ -19,6 +19,7 @@ from ..review import review_metrics
 from ..runs import RunError
 from ..safe import dumps as json_dumps
 from ..stats import SCOPE_HELP, cluster_bootstrap_ci, group_counts, rates
+from .lifecycle import HELP as LIFECYCLE_HELP
 from .lifecycle import flat as lifecycle_flat
 from .lifecycle import summarize as summarize_lifecycle
 
@@ -41,6 +42,7 @@ METRICS: dict[str, str] = {
     "skipped_records": "input records skipped as invalid",
     "writes": "writes in the run",
     **GOLD_HELP,
+    **LIFECYCLE_HELP,
 }
 
 

@@ -13,6 +13,14 @@ KINDS = {"delete": "deletion", "invalidate": "invalidation", "update": "update"}
 LABELS = ("justified", "unjustified", "ambiguous")
 METRICS = {f"{lab}_{noun}": (pl.col("label") == lab, (pl.col("kind") == kind) & ~pl.col("outside_conversation"))
            for kind, noun in KINDS.items() for lab in LABELS}
+HELP = {
+    **{f"lifecycle.{lab}_{noun}": f"share of {noun}s judged {lab} (conversation-balanced; `.weighted` beside it; "
+       "origin api/ui left out)" for noun in KINDS.values() for lab in LABELS},
+    "lifecycle.operations": "deletions, invalidations and updates judged",
+    "lifecycle.gold.accuracy": "operation-label accuracy against meta.gold",
+    "lifecycle.gold.unjustified_recall": "share of gold-unjustified operations the audit calls unjustified",
+    "lifecycle.gold.ambiguous_share": "share of gold-labelled operations the audit calls ambiguous",
+}
 LISTED = ("case_id", "kind", "conversation_id", "target", "target_text", "new_text", "why", "origin",
           "deciding_turns")
 
