@@ -209,3 +209,25 @@ def test_the_cli_scan_judges_the_gold_fixtures_operations_on_a_real_model(tmp_pa
     assert gate.exit_code == 0, gate.output
     doc = json.loads(rep.read_text())
     assert doc["lifecycle"]["operations"] == 7 and "lifecycle.unjustified_deletion" in doc["metrics"]
+
+
+def test_markdown_and_csv_carry_the_lifecycle_part_escaped(tmp_path):
+    from derivaudit.report.build import build
+    from derivaudit.report.text import to_csv, to_markdown
+    from derivaudit.scan import ScanConfig, scan
+
+    log_path = tmp_path / "log.jsonl"
+    _log(tmp_path)
+    text = log_path.read_text().replace("Erin has a cat named Tom", "Erin has a cat named Tom | <b>*x*</b>")
+    log_path.write_text(text)
+    log = load_log(log_path)
+    be = LifecycleRule()
+    anns = (Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a"))
+    scan(log, tmp_path / "run", anns, cfg=ScanConfig(calibrate=False))
+    rep = build(tmp_path / "run")
+    md = to_markdown(rep)
+    assert "### Lifecycle" in md and "unjustified_deletion" in md and "`o3` (delete)" in md
+    part = md.split("### Lifecycle")[1]
+    assert "Tom \\| " in part and "\\*x\\*" in part and "*x*" not in part  # memory text cannot make table cells
+    csv = to_csv(rep)
+    assert "lifecycle,unjustified_deletion" in csv and "lifecycle_gold,accuracy" in csv

@@ -35,6 +35,15 @@ def metric_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         if report.get("gold"):
             rows.append({"section": "gold", "metric": name, "setting": "", "balanced": value, "ci_low": None,
                          "ci_high": None, "weighted": None, "n": report["gold"]["n"]})
+    life = report.get("lifecycle") or {}
+    for k, v in (life.get("rates") or {}).items():
+        lo, hi = v.get("balanced_ci") or (None, None)
+        rows.append({"section": "lifecycle", "metric": k, "setting": "", "balanced": v["balanced"], "ci_low": lo,
+                     "ci_high": hi, "weighted": v["weighted"], "n": v["n_writes"]})
+    for k in ("accuracy", "unjustified_recall", "ambiguous_share"):
+        if life.get("gold"):
+            rows.append({"section": "lifecycle_gold", "metric": k, "setting": "", "balanced": life["gold"][k],
+                         "ci_low": None, "ci_high": None, "weighted": None, "n": life["gold"]["n"]})
     for name, value in report.get("change", {}).items():
         rows.append({"section": "change", "metric": name, "setting": "", "balanced": value, "ci_low": None,
                      "ci_high": None, "weighted": None, "n": None})
@@ -137,9 +146,36 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
             lines.append(f"- **{md_escape(w['expanded_label'])}** `{md_escape(w['write_id'])}`: {md_escape(w['text'])}")
         if len(bad) > top:
             lines.append(f"- … and {len(bad) - top} more")
+    lines += lifecycle_markdown(report.get("lifecycle"), top)
     skipped = report.get("skipped_records") or []
     lines += ["", f"Scoring errors: {int(report['metrics']['scoring_errors'] or 0)}; skipped records: {len(skipped)}."]
     return "\n".join(lines) + "\n"
+
+
+def lifecycle_markdown(life: dict[str, Any] | None, top: int = 10) -> list[str]:
+    """The lifecycle part: rates per kind, gold, and the unjustified operations (memory text escaped)."""
+    if not life:
+        return []
+    lines = ["", f"### Lifecycle ({life['operations']} operations; {life['outside_conversation']} made outside "
+             "the conversation, counted apart)", "", "| metric | balanced | 95% CI | weighted | n |",
+             "|---|---:|---|---:|---:|"]
+    for k, v in life["rates"].items():
+        if v["n_writes"]:
+            lines.append(f"| {k} | {pct(v['balanced'])} | {_ci(v.get('balanced_ci'))} | {pct(v['weighted'])} | "
+                         f"{v['n_writes']} |")
+    g = life.get("gold")
+    if g:
+        lines.append(f"\nAgainst gold ({g['n']} operations): accuracy {pct(g['accuracy'])}, unjustified recall "
+                     f"{pct(g['unjustified_recall'])}, ambiguous {pct(g['ambiguous_share'])}.")
+    bad = life.get("unjustified") or []
+    if bad:
+        lines += ["", f"Unjustified ({len(bad)}):", ""]
+        for u in bad[:top]:
+            lines.append(f"- `{md_escape(u['case_id'])}` ({md_escape(u['kind'])}) {md_escape(u['target_text'])}: "
+                         f"{md_escape(u['why'])}")
+        if len(bad) > top:
+            lines.append(f"- … and {len(bad) - top} more")
+    return lines
 
 
 def gold_rows(g: dict[str, Any], dash: str = "—") -> list[list[str]]:
