@@ -231,3 +231,28 @@ def test_markdown_and_csv_carry_the_lifecycle_part_escaped(tmp_path):
     assert "Tom \\| " in part and "\\*x\\*" in part and "*x*" not in part  # memory text cannot make table cells
     csv = to_csv(rep)
     assert "lifecycle,unjustified_deletion" in csv and "lifecycle_gold,accuracy" in csv
+
+
+def test_terminal_and_html_show_the_lifecycle_part_escaped(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from derivaudit.report.build import build
+    from derivaudit.report.html import render
+    from derivaudit.report.table import print_report
+    from derivaudit.scan import ScanConfig, scan
+
+    _log(tmp_path)
+    p = tmp_path / "log.jsonl"
+    p.write_text(p.read_text().replace("Erin has a cat named Tom", "Erin has a cat named Tom [red]<script>x</script>"))
+    be = LifecycleRule()
+    anns = (Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a"))
+    scan(load_log(p), tmp_path / "run", anns, cfg=ScanConfig(calibrate=False))
+    rep = build(tmp_path / "run")
+    buf = io.StringIO()
+    print_report(Console(file=buf, width=200, color_system=None), rep)
+    out = buf.getvalue()
+    assert "Lifecycle:" in out and "unjustified_deletion" in out and "[red]<script>" in out  # markup shown, not run
+    page = render(rep)
+    assert "<h2>Lifecycle</h2>" in page and "<script>x</script>" not in page and "&lt;script&gt;x" in page

@@ -163,6 +163,17 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
         gold_html = ("<h2>Labels against gold</h2><p class=note>Writes carrying <code>meta.gold</code>: the audited "
                      "category (from the citation-only and expanded labels) against the reference.</p>"
                      + _table(["metric", "value"], gold_rows(g), "gold") + _table(head, rows, "confusion"))
+    life = report.get("lifecycle")
+    life_html = ""
+    if life:
+        from .lifecycle import rate_rows, unjustified_rows
+
+        life_html = (f"<h2>Lifecycle</h2><p class=note>{life['operations']} deletions, invalidations and updates "
+                     "judged against the turns after their target's write; "
+                     f"{life['outside_conversation']} made outside the conversation, counted apart.</p>"
+                     + _table(["metric", "balanced", "95% CI", "weighted", "n"], rate_rows(life), "lifecycle")
+                     + (_table(["operation", "kind", "target", "why", "deciding turns"], unjustified_rows(life),
+                               "lifecycle-unjustified") if life.get("unjustified") else ""))
     body = f"""
 <header><h1>derivaudit report</h1>{_table(["", ""], meta_rows, "meta")}</header>
 {_gates(gates or [])}
@@ -175,6 +186,7 @@ conversations; write-weighted beside it.</p>
  + _table(["view / evidence", "valid kept", "95% CI", "unsupported admitted", "95% CI", "AUC", "pos", "neg",
            "scoring errors", "point"], replay_rows, "replay") if replay_rows else ""}
 {gold_html}
+{life_html}
 {review_html}
 {change}
 {"<h2>Annotators</h2>" + _table(["primitive", "agreement", "Cohen's κ"], ag_rows)

@@ -71,3 +71,24 @@ def flat(doc: dict[str, Any] | None) -> dict[str, float | None]:
         if doc.get("gold"):
             m[f"lifecycle.gold.{k}"] = doc["gold"][k]
     return m
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
+
+
+def rate_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """metric, balanced, 95% CI, weighted, n: the kinds the run has (for the terminal and HTML)."""
+    out = []
+    for k, v in doc["rates"].items():
+        if v["n_writes"]:
+            lo, hi = v.get("balanced_ci") or (None, None)
+            out.append([k, _pct(v["balanced"]), "–" if lo is None else f"{lo:.1%}–{hi:.1%}", _pct(v["weighted"]),
+                        str(v["n_writes"])])
+    return out
+
+
+def unjustified_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """operation, kind, target text, why, deciding turns (raw text: each renderer escapes it)."""
+    return [[u["case_id"], u["kind"], " ".join(str(u["target_text"]).split()), u["why"],
+             ", ".join(u.get("deciding_turns") or [])] for u in doc.get("unjustified") or []]

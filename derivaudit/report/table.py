@@ -236,6 +236,32 @@ def print_replay(out: Console, report: dict[str, Any]) -> None:
                 out.print(f"  +{k}: {escape(why)}")
 
 
+def print_lifecycle(out: Console, life: dict[str, Any] | None, top: int = 10) -> None:
+    if not life:
+        return
+    from .lifecycle import rate_rows, unjustified_rows
+
+    t = Table(title=f"Lifecycle: {life['operations']} operations judged against the turns after their target "
+                    f"({life['outside_conversation']} made outside the conversation, counted apart)",
+              title_justify="left")
+    t.add_column("metric", no_wrap=True)
+    for col in ("balanced", "95% CI", "weighted", "n"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for row in rate_rows(life):
+        t.add_row(*row)
+    out.print(t)
+    g = life.get("gold")
+    if g:
+        out.print(f"Lifecycle against gold ({g['n']}): accuracy {_pct(g['accuracy'])}, unjustified recall "
+                  f"{_pct(g['unjustified_recall'])}, ambiguous {_pct(g['ambiguous_share'])}")
+    rows = unjustified_rows(life)
+    for case, kind, text, why, turns in rows[:top]:
+        out.print(f"  unjustified {escape_id(case)} ({escape(kind)}): {escape(text)} — {escape(why)}"
+                  + (f" [turns {escape(turns)}]" if turns else ""))
+    if len(rows) > top:
+        out.print(f"  ... and {len(rows) - top} more (--format json for all)")
+
+
 def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
     r = report["run"]
     out.print(f"[bold]derivaudit report[/bold] — {r['writes']} writes, {r['conversations']} conversations, "
@@ -251,6 +277,7 @@ def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
                   str(v["n_writes"]))
     out.print(t)
     print_gold(out, report.get("gold"))
+    print_lifecycle(out, report.get("lifecycle"), top)
     if report.get("replay"):
         print_replay(out, report["replay"])
     if "change" in report:
