@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from string import Template
-from typing import Any
+from typing import Any, ClassVar
 
 from rank_bm25 import BM25Okapi
 
@@ -312,20 +312,21 @@ class Item:
     write: Write
     view: str  # citation_only | expanded
     passages: Sequence[Turn]
+    BLOCK: ClassVar[str] = "der_passages"  # the evidence block's prompt file
 
     @property
     def shared(self) -> str:
         """The evidence block of the E/R questions: the passages alone (no record, no preamble)."""
-        return passages_block(self.passages)
+        return passages_block(self.passages, self.BLOCK)
 
     @property
     def null_shared(self) -> str:
         """The same number of content-free passages: the null evidence a yes must beat."""
-        return passages_block(null_passages(len(self.passages)))
+        return passages_block(null_passages(len(self.passages)), self.BLOCK)
 
     def subset_shared(self, nums: Sequence[int]) -> str:
         """Only the named passages (renumbered), for rescoring a yes on its implying subset."""
-        return passages_block([self.passages[n - 1] for n in nums])
+        return passages_block([self.passages[n - 1] for n in nums], self.BLOCK)
 
     @functools.cached_property
     def slot(self) -> slots.Slot | None:
@@ -334,9 +335,9 @@ class Item:
         return slots.find(self.obligation.text, self.obligation.subtype, names)
 
 
-def passages_block(passages: Sequence[Turn | dict[str, Any]]) -> str:
+def passages_block(passages: Sequence[Turn | dict[str, Any]], template: str = "der_passages") -> str:
     lines = "\n".join(passage_line(i, p) for i, p in enumerate(passages, start=1)) or "(no passages)"
-    return templates.render("der_passages", passages=lines)
+    return templates.render(template, passages=lines)
 
 
 def null_passages(n: int) -> list[dict[str, Any]]:

@@ -36,12 +36,11 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from rank_bm25 import BM25Okapi
 
 from . import calibrate as cal
-from . import templates
 from .annotate import (
     Annotator,
     Item,
@@ -50,12 +49,12 @@ from .annotate import (
     _answers,
     annotate,
     ask,
+    passages_block,
     settle_agreed,
 )
 from .evidence import tokenize
 from .models.base import Backend, Prompt
 from .records import MAX_PASSAGES, MemoryLog, Turn, Write
-from .views import passage_line
 
 KINDS = ("delete", "invalidate", "update")
 LABELS = ("justified", "unjustified", "ambiguous")
@@ -140,23 +139,11 @@ def as_passage(w: Write, order: int = 0) -> Turn:
 class AfterItem(Item):
     """An obligation of the target over later passages: the evidence block says they came after."""
 
-    @property
-    def shared(self) -> str:
-        return block(self.passages)
-
-    @property
-    def null_shared(self) -> str:
-        from .annotate import null_passages
-
-        return block(null_passages(len(self.passages)))
-
-    def subset_shared(self, nums: Sequence[int]) -> str:
-        return block([self.passages[n - 1] for n in nums])
+    BLOCK: ClassVar[str] = "op_passages"
 
 
 def block(passages: Sequence[Turn | dict[str, Any]]) -> str:
-    lines = "\n".join(passage_line(i, p) for i, p in enumerate(passages, start=1)) or "(no passages)"
-    return templates.render("op_passages", passages=lines)
+    return passages_block(passages, AfterItem.BLOCK)
 
 
 def describe(p: Primitives) -> str:
