@@ -56,8 +56,6 @@ from .evidence import tokenize
 from .models.base import Backend, Prompt
 from .records import MAX_PASSAGES, MemoryLog, Turn, Write
 
-KINDS = ("delete", "invalidate", "update")
-LABELS = ("justified", "unjustified", "ambiguous")
 OUTSIDE = ("api", "ui")  # origins the store records as not from the conversation
 QUESTIONS = {"e": "op_f", "r": "op_u"}  # F sits in E's place, U in R's (same reading: yes/no, 3-way)
 ADJUDICATE = {"e": "adjudicate_op_f", "r": "adjudicate_op_u"}
