@@ -29,7 +29,7 @@ from .annotate import (
 )
 from .annotate import annotate as run_annotators
 from .evidence import EvidenceSettings, Views, build_views
-from .labels import memory_label, obligation_label
+from .labels import RULES, carry_across_views, memory_label, obligation_label
 from .models import ModelPool, ModelRoles, ModelSpec
 from .models.base import usage_report
 from .records import MemoryLog, Write
@@ -262,7 +262,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
     # -- primitives (both views, two annotators, adjudication)
     t0 = time.time()
     fp_prim = _fp(fp_obl, [x.describe() for x in annotators],
-                  prompts_fingerprint("der_", "adjudicate", "evidence", "null_"))
+                  prompts_fingerprint("der_", "adjudicate", "evidence", "null_"), RULES)
     st = Stage(run, "primitives", fp_prim, meta)
     by_write = {d.write_id: d for d in decs}
     view_of = {v.write.write_id: v for v in views}
@@ -292,6 +292,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
         prim_rows.sort(key=lambda r: (order[r["write_id"]], VIEW_NAMES.index(r["view"]), r["obligation_id"]))
         for r in prim_rows:
             r.pop("_last", None)
+        prim_rows = carried(prim_rows)
         st.finish(prim_rows)
     timings["primitives"] = round(time.time() - t0, 3)
     save_meta(run, meta)
@@ -388,6 +389,19 @@ def usage_by_backend(annotators: Sequence[Annotator]) -> list[dict[str, Any]]:
         seen.add(id(be))
         out.append({"roles": [y.role for y in annotators if y.backend is be], "model": be.identity().get("model"),
                     **usage_report(be)})
+    return out
+
+
+def carried(prim_rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every obligation's rows with checked subsets carried across its views (labels.carry_across_views),
+    in the same order."""
+    by_obl: dict[str, list[int]] = {}
+    for i, r in enumerate(prim_rows):
+        by_obl.setdefault(r["obligation_id"], []).append(i)
+    out = list(prim_rows)
+    for ix in by_obl.values():
+        for i, r in zip(ix, carry_across_views([prim_rows[i] for i in ix]), strict=True):
+            out[i] = r
     return out
 
 
