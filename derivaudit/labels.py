@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 # The version of the rules from primitives to labels: part of the primitives stage's fingerprint, so a
 # run finished under other rules is relabelled (its model answers come from the result cache).
-RULES = "carry-subsets-1"
+RULES = "carry-subsets-1, value-conflicts-1"
 OBLIGATION_LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
 MEMORY_PRECEDENCE = ("contradicted", "unsupported", "ambiguous", "supported")
 
@@ -40,12 +40,32 @@ def memory_label(labels: Sequence[str]) -> str:
 
 
 def final_primitives(row: dict) -> dict:
-    """The primitives a primitive row's label is read from: the adjudicator's where it was asked,
-    else annotator A's (A and B agreed)."""
+    """The primitives the annotation settled on: the adjudicator's where it was asked, else
+    annotator A's (A and B agreed)."""
     return row.get("adjudicator") or row["A"]
 
 
-def carry_across_views(rows: Sequence[dict]) -> list[dict]:
+def answers(row: dict) -> dict:
+    """The D/E/R answers and subsets a primitive row's label is read from: its `settled` answers
+    where a rule after the annotation changed them (carry_across_views, conflicts.apply), else the
+    final primitives."""
+    return row.get("settled") or final_primitives(row)
+
+
+def settle(row: dict, why: str, **changes) -> dict:
+    """A copy of `row` with some answers changed by a rule (`why` names it, under `settled_by`):
+    its label follows; its own label stays as `label_own`."""
+    new = dict(row)
+    a = {k: answers(row).get(k) for k in ("d", "e", "r", "e_subset", "r_subset")}
+    a.update(changes)
+    new["settled"] = a
+    new["settled_by"] = [*row.get("settled_by", []), why]
+    new["label_own"] = row.get("label_own", row["label"])
+    new["label"] = obligation_label(a["d"], a["e"], a["r"])
+    return new
+
+
+def carry_across_views(rows: Sequence[dict], which: Sequence[str] = ("e", "r")) -> list[dict]:
     """E and R ask whether *some subset* of a view's passages implies the obligation (true, or
     false), and a yes stands only on a named subset that still implies it when scored alone (App.
     B). Such a subset is evidence in every view that holds all its passages: the citation-only
@@ -54,35 +74,25 @@ def carry_across_views(rows: Sequence[dict]) -> list[dict]:
     citation-only one. A view's own "no" beside a checked subset it holds is the judge losing
     the passage among more (or fewer) others, not an answer about the evidence.
 
-    `rows`: the primitive rows of one obligation, one per view, each with `passages` (turn ids)
-    and the final primitives' 1-based `e_subset`/`r_subset`. Returns new rows whose `label`
-    follows from the carried answers; a row that changed keeps its own label as `label_own` and
-    says what it took from where in `carried`."""
+    `rows`: the primitive rows of one obligation, one per view, each with `passages` (turn ids).
+    Returns new rows; one that took an answer says from where under `carried` (see `settle`)."""
     out = []
     for row in rows:
-        fin = final_primitives(row)
-        answers = {"d": fin.get("d"), "e": fin.get("e"), "r": fin.get("r")}
-        carried = {}
-        held = set(row.get("passages") or [])
-        for which in ("e", "r"):
-            if answers[which] is not False:
+        new = row
+        held = list(row.get("passages") or [])
+        for w in which:
+            if answers(new).get(w) is not False:
                 continue
             for other in rows:
-                if other is row:
-                    continue
-                ofin = final_primitives(other)
-                nums = ofin.get(f"{which}_subset") or []
-                if not ofin.get(which) or not nums:
+                a = answers(other)
+                nums = a.get(f"{w}_subset") or []
+                if other is row or not a.get(w) or not nums:
                     continue
                 turns = [other["passages"][n - 1] for n in nums if 0 < n <= len(other["passages"])]
-                if len(turns) == len(nums) and set(turns) <= held:
-                    answers[which] = True
-                    carried[which] = {"from": other["view"], "passages": turns}
+                if len(turns) == len(nums) and set(turns) <= set(held):
+                    new = settle(new, f"carried {w.upper()} from {other['view']}",
+                                 **{w: True, f"{w}_subset": sorted(held.index(t) + 1 for t in turns)})
+                    new["carried"] = {**new.get("carried", {}), w: {"from": other["view"], "passages": turns}}
                     break
-        new = dict(row)
-        if carried:
-            new["label_own"] = row.get("label_own", row["label"])
-            new["label"] = obligation_label(answers["d"], answers["e"], answers["r"])
-            new["carried"] = carried
         out.append(new)
     return out

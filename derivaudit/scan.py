@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, calibrate, gold, runs, templates
+from . import __version__, calibrate, conflicts, gold, runs, templates
 from .annotate import (
     Annotation,
     Annotator,
@@ -292,7 +292,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
         prim_rows.sort(key=lambda r: (order[r["write_id"]], VIEW_NAMES.index(r["view"]), r["obligation_id"]))
         for r in prim_rows:
             r.pop("_last", None)
-        prim_rows = carried(prim_rows)
+        prim_rows = settled(prim_rows, *settle_inputs(log, writes, views, decs))
         st.finish(prim_rows)
     timings["primitives"] = round(time.time() - t0, 3)
     save_meta(run, meta)
@@ -392,17 +392,43 @@ def usage_by_backend(annotators: Sequence[Annotator]) -> list[dict[str, Any]]:
     return out
 
 
-def carried(prim_rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every obligation's rows with checked subsets carried across its views (labels.carry_across_views),
-    in the same order."""
-    by_obl: dict[str, list[int]] = {}
-    for i, r in enumerate(prim_rows):
-        by_obl.setdefault(r["obligation_id"], []).append(i)
+def settled(prim_rows: Sequence[dict[str, Any]], texts: dict[str, str], when: dict[str, str | None],
+            turns: dict[tuple[str, str], conflicts.Passage]) -> list[dict[str, Any]]:
+    """The rules after the annotation, in order: checked subsets carried across each obligation's
+    views (labels.carry_across_views), value conflicts of each memory and view found by
+    arithmetic (conflicts.apply), and the refutations they found carried across views. Same rows,
+    same order. `texts`: obligation id -> text; `when`: write id -> the memory's time; `turns`:
+    (conversation, turn id) -> passage."""
     out = list(prim_rows)
-    for ix in by_obl.values():
-        for i, r in zip(ix, carry_across_views([prim_rows[i] for i in ix]), strict=True):
-            out[i] = r
+
+    def per(key: Callable[[dict[str, Any]], Any], rule: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]):
+        groups: dict[Any, list[int]] = {}
+        for i, r in enumerate(out):
+            groups.setdefault(key(r), []).append(i)
+        for ix in groups.values():
+            for i, r in zip(ix, rule([out[i] for i in ix]), strict=True):
+                out[i] = r
+
+    per(lambda r: r["obligation_id"], carry_across_views)
+    per(lambda r: (r["write_id"], r["view"]), lambda rs: conflicts.apply(
+        rs, texts, when.get(rs[0]["write_id"]),
+        {tid: p for (c, tid), p in turns.items() if c == rs[0]["conversation_id"]}))
+    per(lambda r: r["obligation_id"], lambda rs: carry_across_views(rs, which=("r",)))
     return out
+
+
+def settle_inputs(log: MemoryLog, writes: Sequence[Write], views: Sequence[Views], decs: Sequence[Decomposition]):
+    """What `settled` reads besides the rows: obligation texts, each memory's time (its own, else
+    its write point's), and every passage of its views."""
+    texts = {o.obligation_id: o.text for d in decs for o in d.obligations}
+    when: dict[str, str | None] = {}
+    for w in writes:
+        conv = log.conversations.get(w.conversation_id)
+        seen = conv.turns[conv.position[w.last_seen_turn]] if conv and w.last_seen_turn in conv.position else None
+        when[w.write_id] = w.time or (seen.time if seen else None)
+    turns = {(t.conversation_id, t.turn_id): conflicts.Passage(t.turn_id, t.text, t.time)
+             for v in views for vn in VIEW_NAMES for t in getattr(v, vn)}
+    return texts, when, turns
 
 
 def _primitive_row(x: Annotation) -> dict[str, Any]:

@@ -1,0 +1,83 @@
+"""Labels of finished runs under today's primitive-to-label rules, against the labels the run has:
+what a rule change (labels.py) does to gold accuracy, computed from the same model answers.
+
+Usage:
+    python benchmarks/relabel.py RUN [RUN ...]
+
+For each run folder: the memory labels from each obligation's own view answers ("own": the rows'
+`label_own`, else `label`) and after today's rules (`scan.settled`: subsets carried across views,
+value conflicts), the
+gold metrics of both (accuracy, per-category recall, false-supported, per conversation) and every
+write whose category changed. No model is called.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from derivaudit import gold, load_log  # noqa: E402
+from derivaudit.conflicts import Passage  # noqa: E402
+from derivaudit.labels import memory_label  # noqa: E402
+from derivaudit.runs import load_meta, read_jsonl  # noqa: E402
+from derivaudit.scan import settled  # noqa: E402
+
+
+def inputs(run: Path):
+    """Obligation texts, memory times and passages of a finished run (its log from meta.json)."""
+    texts = {o["obligation_id"]: o["text"] for d in read_jsonl(run / "obligations.jsonl") for o in d["obligations"]}
+    log = load_log(load_meta(run)["config"]["files"])
+    when = {}
+    for w in log.writes:
+        conv = log.conversations[w.conversation_id]
+        when[w.write_id] = w.time or conv.turns[conv.position[w.last_seen_turn]].time
+    turns = {(v["conversation_id"], t["turn_id"]): Passage(t["turn_id"], t["text"], t.get("time"))
+             for v in read_jsonl(run / "views.jsonl") for vn in ("citation_only", "expanded") for t in v[vn]}
+    return texts, when, turns
+
+
+def relabel(labels: list[dict], prims: list[dict], settle_with) -> list[dict]:
+    own = [{k: v for k, v in p.items() if k not in ("settled", "settled_by", "carried", "conflict", "label_own")}
+           | {"label": p.get("label_own", p["label"])} for p in prims]
+    rows = settled(own, *settle_with) if settle_with else own
+    by = {}
+    for p in rows:
+        by.setdefault((p["write_id"], p["view"]), []).append(p["label"])
+    out = []
+    for r in labels:
+        cit = memory_label(by[(r["write_id"], "citation_only")]) if (r["write_id"], "citation_only") in by else None
+        exp = memory_label(by[(r["write_id"], "expanded")]) if (r["write_id"], "expanded") in by else None
+        out.append({**r, "citation_label": cit, "expanded_label": exp, "category": gold.category(cit, exp)})
+    return out
+
+
+def line(name: str, g: dict | None) -> str:
+    if not g:
+        return f"{name:8} (no gold)"
+    rec = " ".join(f"{c[:4]} {g['recall'][c]:.2f}" for c in gold.CATEGORIES if g["recall"][c] is not None)
+    fs = g["false_supported"]
+    return (f"{name:8} acc {g['accuracy']:.3f} ({g['correct']}/{g['n']})  {rec}  ambiguous {g['ambiguous']:.2f}  "
+            f"false-supported {fs['count']}/{fs['n']}")
+
+
+def main() -> None:
+    for run in map(Path, sys.argv[1:]):
+        labels, prims = read_jsonl(run / "labels.jsonl"), read_jsonl(run / "primitives.jsonl")
+        own, car = relabel(labels, prims, None), relabel(labels, prims, inputs(run))
+        print(run)
+        g_own, g_car = gold.gold_metrics(own), gold.gold_metrics(car)
+        print("  " + line("own", g_own))
+        print("  " + line("settled", g_car))
+        if g_own and g_car:
+            for conv in g_own["per_conversation"]:
+                a, b = g_own["per_conversation"][conv], g_car["per_conversation"][conv]
+                print(f"    {conv:12} {a['correct']:3d} -> {b['correct']:3d} of {a['n']}")
+        for a, b in zip(own, car, strict=True):
+            if a["category"] != b["category"]:
+                print(f"  {a['write_id']:10} gold {a.get('gold')!s:20} {a['category']} -> {b['category']}")
+
+
+if __name__ == "__main__":
+    main()
