@@ -155,7 +155,6 @@ def conflict(obligation: str, when: str | None, event: Sequence[Passage]) -> Con
         if stating and not any(d.overlaps(o) for _, ds in stating for d in ds for o in own):
             return Conflict("time", "; ".join(o.said for o in own), tuple(p.turn_id for p, _ in stating),
                             tuple(f"{d.said} [{_shown(d)}]" for _, ds in stating for d in ds))
-        return None
     for n, noun, said in counts(obligation):
         stating = [(p, [(m, w) for m, s, w in counts(p.text) if s == noun]) for p in event]
         stating = [(p, cs) for p, cs in stating if cs]

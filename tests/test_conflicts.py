@@ -28,6 +28,7 @@ def test_dates_become_calendar_intervals():
     ("Joanna first watched it ten years ago.", "I first watched it three years ago.", "time"),
     ("James got five strikes.", "I got two strikes in a row!", "quantity"),
     ("Evan has worked on his health for 10 years.", "I've been working on it for two years now.", "quantity"),
+    ("James got five strikes last week.", "Last week I got two strikes in a row!", "quantity"),  # same week
 ])
 def test_a_different_date_or_count_for_the_event_is_a_conflict(obligation, passage, slot):
     c = conflict(obligation, FRI, [Passage("t1", passage, FRI)])
