@@ -44,7 +44,7 @@ LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 
 def locomo_dev_log(locomo: Path, work: Path, per_group: int | None = None, name: str = "locomo_dev",
                    conversations: set[str] | None = None) -> Path | None:
-    """The dev writes (fixtures/NAME.jsonl) joined with their conversations' turns, written to `work`;
+    """The dev writes and operations (fixtures/NAME.jsonl) joined with their conversations' turns, written to `work`;
     with `per_group`, only the first that many writes of each (conversation, gold category)."""
     if not locomo.exists():
         return None
@@ -71,7 +71,7 @@ def locomo_dev_log(locomo: Path, work: Path, per_group: int | None = None, name:
              if r.get("type") == "turn" and r["conversation_id"] in convs]
     tag = "_".join(sorted(conversations)) + "_" if conversations else ""
     out = work / (f"{name}_{tag}{per_group}_per_group.jsonl" if per_group else f"{name}_{tag}joined.jsonl")
-    write_jsonl(out, [*turns, *(w for w in writes if w.get("type") == "write")])
+    write_jsonl(out, [*turns, *(w for w in writes if w.get("type") in ("write", "operation"))])
     return out
 
 

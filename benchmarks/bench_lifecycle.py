@@ -2,10 +2,12 @@
 recall, ambiguous share and the confusion table against `meta.gold`, and the cost per operation
 beside the cost per write of the same run (same process, same model).
 
-    DERIVAUDIT_HOME=$(mktemp -d) python benchmarks/bench_lifecycle.py [--model BACKEND:MODEL] [--log FILE]
+    DERIVAUDIT_HOME=$(mktemp -d) python benchmarks/bench_lifecycle.py [--model M] [--log FILE | --set locomo]
 
 Default: fixtures/lifecycle.jsonl on the embedded default model, cold cache when DERIVAUDIT_HOME is
-fresh. Targets (issue 31): accuracy >= 0.75, unjustified recall >= 0.80, ambiguous <= 15%.
+fresh. `--set locomo`: fixtures/locomo_lifecycle.jsonl (hand-written writes and operations on LoCoMo
+conv-49) joined with LoCoMo's turns (skipped when ../shared is absent).
+Targets (issue 31): accuracy >= 0.75, unjustified recall >= 0.80, ambiguous <= 15%.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_labels import parse_model  # noqa: E402
+from bench_labels import LOCOMO, locomo_dev_log, parse_model  # noqa: E402
 
 from derivaudit import load_log  # noqa: E402
 from derivaudit.models import ModelRoles, ModelSpec, default_backend, default_model  # noqa: E402
@@ -33,10 +35,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=None, help="BACKEND:MODEL or MODEL (default: the default model)")
     ap.add_argument("--log", type=Path, default=ROOT / "fixtures" / "lifecycle.jsonl")
+    ap.add_argument("--set", choices=("fixtures", "locomo"), default="fixtures")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     spec = parse_model(args.model) if args.model else ModelSpec(default_backend(), default_model())
-    run = (args.out or Path(tempfile.mkdtemp(prefix="bench_lifecycle."))) / "run"
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench_lifecycle."))
+    out.mkdir(parents=True, exist_ok=True)
+    if args.set == "locomo":
+        args.log = locomo_dev_log(LOCOMO, out, name="locomo_lifecycle")
+        if args.log is None:
+            print(f"LoCoMo not found at {LOCOMO}: nothing to do")
+            return
+    run = out / "run"
     t0 = time.perf_counter()
     rep = scan(load_log(args.log), run, cfg=ScanConfig(models=ModelRoles(spec), files=[str(args.log)]),
                input_files=[args.log])
