@@ -55,7 +55,8 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
         kind, sub, text = obl_text.get(r["obligation_id"], (None, None, None))
         row = {"obligation_id": r["obligation_id"], "write_id": r["write_id"], "conversation_id": r["conversation_id"],
                "write_text": text_of.get(r["write_id"]), "kind": kind, "subtype": sub, "obligation": text,
-               "view": r["view"], "label": r["label"], "adjudicated": r["adjudicated"],
+               "view": r["view"], "label": r["label"], "label_own": r.get("label_own", r["label"]),
+               "settled_by": "; ".join(r.get("settled_by") or []), "adjudicated": r["adjudicated"],
                "passage_turn_ids": " ".join(r["passages"])}
         for who in ("A", "B", "adjudicator"):
             row.update({f"{who}_{k}": v for k, v in _prims(r[who], r["passages"]).items()})

@@ -28,7 +28,7 @@ VIEW_KEYS = {"citation_only": "co", "expanded": "ex"}
 def _prims(p: dict[str, Any] | None) -> list[Any] | None:
     if not p:
         return None
-    return [int(p["d"]), int(p["e"]), int(p["r"]), p["e_subset"], p["r_subset"]]
+    return [int(bool(p["d"])), int(bool(p["e"])), int(bool(p["r"])), p["e_subset"], p["r_subset"]]
 
 
 def _r3(x: Any) -> float | None:
@@ -76,7 +76,8 @@ def drilldown_data(run: Path, score_rows: list[dict[str, Any]] | None = None) ->
             for view, short in VIEW_KEYS.items():
                 p = prims.get((o["obligation_id"], view))
                 if p:
-                    per_view[short] = [p["label"], _prims(p["A"]), _prims(p["B"]), _prims(p["adjudicator"])]
+                    per_view[short] = [p["label"], _prims(p["A"]), _prims(p["B"]), _prims(p["adjudicator"]),
+                                       p.get("settled_by") or [], _prims(p.get("settled"))]
             kind = o["kind"] + (f" ({o['subtype']})" if o.get("subtype") else "")
             ob.append([o["obligation_id"].removeprefix(wid), kind, o["text"], per_view])
         flags = [name for name in ("provenance_repaired", "unresolved", "multi_passage", "search_limited")
@@ -219,7 +220,7 @@ figure.plot svg{max-width:100%;height:auto}#writes tbody tr{cursor:pointer}#writ
 .contradicted{background:#f7c1c1}.ambiguous,.insufficient{background:#eee}#drill{border:2px solid #2a9d8f;
 padding:1em;margin:1em 0;border-radius:6px}.cited{background:#fff5cc}.retrieved{background:#e6f0ff}
 .implied{font-weight:600}.passages li{margin:2px 0}.mark{font-size:11px;color:#555;margin-left:4px}
-#pager button{margin:2px}
+#pager button{margin:2px}.why{font-size:11px;color:#555}
 </style></head><body>
 %BODY%
 <script type="application/octet-stream" id="data">%DATA%</script>
@@ -289,11 +290,13 @@ function open(w) {
   ot.append(oh);
   const implied = {co: new Set(), ex: new Set()};
   for (const [oid, kind, text, per] of w.o) for (const v of ["co", "ex"]) if (per[v]) {
-    const [label, A, B, J] = per[v]; const r = el("tr");
+    const [label, A, B, J, why, S] = per[v]; const r = el("tr");
     r.append(el("td", w.id + oid + ": " + text), el("td", kind), el("td", v === "co" ? "citation-only" : "expanded"));
-    const c = el("td"); c.append(lab(label)); r.append(c, el("td", prim(A)), el("td", prim(B)), el("td", prim(J)));
+    const c = el("td"); c.append(lab(label));
+    if (why && why.length) c.append(el("div", why.join("; "), "why"));  // a rule after the annotation
+    r.append(c, el("td", prim(A)), el("td", prim(B)), el("td", prim(J)));
     ot.append(r);
-    const fin = J || A; if (fin) for (const n of fin[3]) implied[v].add(n);
+    const fin = S || J || A; if (fin) for (const n of fin[3]) implied[v].add(n);
   }
   d.append(el("h4", "Obligations"), ot);
   const turns = DATA.turns[w.c] || {}, cited = new Set(w.cit);
