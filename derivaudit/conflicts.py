@@ -9,8 +9,9 @@ count as "two strikes", is arithmetic, which a 1.5B judge does not do (its slot-
 AUC was 0.34-0.61). So it is done here, deterministically:
 
 - the event's passages: the obligation's own checked E subset where E is yes, else the checked E
-  subsets of the other obligations of the same memory in the same view (its facts locate the
-  event); none, and nothing is decided;
+  subsets of the other obligations of the same memory in the same view that share a content word
+  with it (its facts locate the event: "The marathons were last spring" and "Lena ran marathons");
+  none, and nothing is decided;
 - time: every date the obligation states ("17 January 2022", "December 2021", "in 2019", "last
   year", "three years ago"; relative phrases against the memory's own time) becomes a calendar
   interval (day, ISO week, month or year), and every date a passage states (relative ones against
@@ -34,6 +35,7 @@ from datetime import date, datetime, timedelta
 from functools import lru_cache
 
 from . import slots, timeref
+from .evidence import tokenize
 
 _CLOCK = re.compile(r"^\d{1,2}(?::\d{2})? ?(?:am|pm)$", re.I)
 _NUMBERS = {w: i for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
@@ -170,6 +172,14 @@ def _shown(d: Interval) -> str:
     return f"{d.start.isoformat()}..{d.end.isoformat()}"
 
 
+def _content(text: str) -> set[str]:
+    """Content words, stemmed, without the words of dates and counts: what says which event an
+    obligation is about ("The marathons were last spring" and "Lena ran marathons" share one)."""
+    values = " ".join(slots.values(text, "time") + [w for _, _, w in counts(text)]).lower()
+    drop = set(tokenize(values)) | {m.lower() for m in timeref.MONTHS}
+    return {_stem(w) for w in tokenize(text) if w not in drop and not w.isdigit()}
+
+
 def apply(rows: Sequence[dict], texts: dict[str, str], when: str | None, turns: dict[str, Passage]) -> list[dict]:
     """The primitive rows of one memory in one view, with every value conflict settled (see the
     module docstring): R yes over the conflicting passages, E no, the conflict under `conflict`.
@@ -183,8 +193,9 @@ def apply(rows: Sequence[dict], texts: dict[str, str], when: str | None, turns: 
         if a.get("e") and a.get("e_subset"):
             nums = list(a["e_subset"])
         else:
+            mine = _content(texts.get(row["obligation_id"], ""))
             nums = sorted({n for oid, b in said.items() if oid != row["obligation_id"] and b.get("e")
-                           for n in b.get("e_subset") or []})
+                           and mine & _content(texts.get(oid, "")) for n in b.get("e_subset") or []})
         ids = [row["passages"][n - 1] for n in nums if 0 < n <= len(row["passages"])]
         found = conflict(texts.get(row["obligation_id"], ""), when, [turns[t] for t in ids if t in turns])
         if found is None:

@@ -89,3 +89,15 @@ def test_settled_carries_a_subset_then_refutes_in_both_views():
     assert [r["label"] for r in out] == ["supported", "contradicted", "supported", "contradicted"]
     assert out[2]["carried"]["e"] == {"from": "citation_only", "passages": ["t2"]}
     assert out[3]["conflict"]["slot"] == "time"
+
+
+def test_a_sibling_about_another_event_does_not_locate_this_one():
+    """'Caroline went to a parade' was found on a passage dated last Friday; the support group's
+    date is not checked against it: the two obligations share no content word."""
+    turns = {"t1": Passage("t1", "I went to a pride parade last Friday!", FRI),
+             "t2": Passage("t2", "The support group was lovely.", FRI)}
+    texts = {"w#o1": "Caroline went to a pride parade.", "w#o2": "The support group meeting was in May 2021."}
+    rows = [_row("w#o1", ["t1", "t2"], e=True, e_subset=[1]), _row("w#o2", ["t1", "t2"])]
+    assert apply(rows, texts, FRI, turns) == rows
+    texts["w#o2"] = "The pride parade was in May 2021."  # the same event: refuted by last Friday's date
+    assert apply(rows, texts, FRI, turns)[1]["label"] == "contradicted"
