@@ -369,3 +369,31 @@ def test_a_converted_record_that_fails_validation_is_named_in_the_input(fixtures
     assert p.file == str(src) and p.line is None and p.code == "too_many_retrieved"
     assert p.field.startswith("agents[0].messages[") and p.field.endswith("(retrieved)")
     assert "at most 1000" in p.message and not out.exists()
+
+
+def _replace_with(old: str):
+    def change(msgs):
+        call = msgs[8]["tool_calls"][0]["function"]
+        call["arguments"] = json.dumps({"label": "human", "old_content": old, "new_content": ""})
+    return change
+
+
+def test_letta_a_replace_by_nothing_removes_the_memory_or_leaves_its_rest(fixtures, tmp_path):
+    """Letta's core_memory_replace is `value.replace(old, new)`: with an empty new text the old text
+    is removed. The whole of an earlier write removed is a deletion of it; part of it leaves the
+    rest as its new version."""
+    src = _letta_variant(fixtures, tmp_path, _replace_with("Name: Priya. Moved to Oslo to work at the aquarium."))
+    log, notes = run_import("letta", src, tmp_path / "d.jsonl")
+    assert [w.write_id for w in log.writes] == ["call-1", "call-4"]
+    (op,) = log.operations
+    assert (op.kind, op.target, op.last_seen_turn, op.origin) == ("delete", "call-1", "t3", "conversation")
+    assert notes["removals"] == 1
+    log, notes = run_import("letta", _letta_variant(fixtures, tmp_path, _replace_with(" to work at the aquarium")),
+                            tmp_path / "p.jsonl")
+    c3 = log.write("call-3")
+    assert (c3.text, c3.parent_id, c3.operation, c3.citations) == ("Name: Priya. Moved to Oslo", "call-1", "update",
+                                                                   ("t3",))
+    assert not log.operations and notes["partial_removals"] == 1
+    log, notes = run_import("letta", _letta_variant(fixtures, tmp_path, _replace_with("no such text")),
+                            tmp_path / "u.jsonl")
+    assert notes["removals_unmatched"] == 1 and not log.operations

@@ -32,6 +32,7 @@ from . import ORIGIN, ImportResult, content_text, instant, read_json, text_or_no
 MEMORY_TOOLS = {"core_memory_append": "add", "core_memory_replace": "update", "memory_insert": "add",
                 "memory_replace": "update", "memory_rethink": "consolidate", "archival_memory_insert": "add",
                 "memory": None}
+REPLACE_TOOLS = ("core_memory_replace", "memory_replace")
 _NEW = ("content", "new_content", "new_str", "new_memory", "insert_text", "file_text")
 _OLD = ("old_content", "old_str")
 _SKIP = {"login", "heartbeat", "system_alert"}
@@ -252,7 +253,10 @@ def convert(path: str | Path) -> ImportResult:
                 if name not in MEMORY_TOOLS:
                     continue
                 new = next((args[k] for k in _NEW if isinstance(args.get(k), str) and args[k].strip()), None)
-                if new is None:
+                old = next((args[k] for k in _OLD if isinstance(args.get(k), str) and args[k].strip()), None)
+                removal = new is None and old is not None and name in REPLACE_TOOLS and any(
+                    isinstance(args.get(k), str) for k in _NEW)  # replaced by "": the text is removed
+                if new is None and not removal:
                     continue
                 stats["memory_edits"] += 1
                 if _failed(_return_of(c, returns, after)):
@@ -262,9 +266,12 @@ def convert(path: str | Path) -> ImportResult:
                     stats["edits_without_user_turn"] += 1
                     continue
                 label = args.get("label") or args.get("path")
-                old = next((args[k] for k in _OLD if isinstance(args.get(k), str) and args[k].strip()), None)
                 parent = next((e["write_id"] for e in reversed(by_label.get(label, [])) if old.strip() in e["text"]),
                               None) if old else None
+                if removal:
+                    _removal(res, stats, by_label, label, parent, old, c, conv, i, last_user, last_turn, when,
+                             f"agents[{a}].messages[{idx[id(m)]}]")
+                    continue
                 op = MEMORY_TOOLS[name] or ("update" if old else "add")
                 w = {"type": "write", "write_id": str(c.get("id") or f"{conv}-call{i}"), "conversation_id": conv,
                      "text": new.strip(), "citations": [last_user], "last_seen_turn": last_turn,
@@ -284,3 +291,36 @@ def convert(path: str | Path) -> ImportResult:
                             else "; it has no memory blocks either"))
     res.notes = stats
     return res
+
+
+def _removal(res: ImportResult, stats: dict[str, Any], by_label: dict[Any, list[dict[str, Any]]], label: Any,
+             parent: str | None, old: str, call: dict[str, Any], conv: str, i: int, last_user: str, last_turn: str,
+             when: Any, origin: str) -> None:
+    """A replace with an empty new text removes `old` from the block (Letta's core_memory_replace and
+    memory_replace: `value.replace(old, new)`). When `old` is the whole of the latest earlier write
+    holding it, that memory is deleted: a delete operation on it. When it is part of it, what is
+    left is the memory's new version: an update (parent_id) whose text is the rest. Text that no
+    imported write holds is counted (`removals_unmatched`)."""
+    target = next((e for e in by_label.get(label, []) if e["write_id"] == parent), None)
+    if target is None:
+        stats["removals_unmatched"] = stats.get("removals_unmatched", 0) + 1
+        return
+    rest = " ".join(target["text"].replace(old.strip(), " ").split()).strip(" ,;.-")
+    cid = str(call.get("id") or f"{conv}-call{i}")
+    if not rest:
+        res.operations.append({
+            "type": "operation", "operation_id": cid, "conversation_id": conv, "kind": "delete",
+            "target": target["write_id"], "last_seen_turn": last_turn, "time": text_or_none(when),
+            "origin": "conversation", "meta": {"tool": call["function"]["name"], "removed": old},
+            ORIGIN: origin})
+        by_label[label] = [e for e in by_label[label] if e is not target]
+        stats["removals"] = stats.get("removals", 0) + 1
+        return
+    w = {"type": "write", "write_id": cid, "conversation_id": conv, "text": rest, "citations": [last_user],
+         "last_seen_turn": last_turn, "time": text_or_none(when), "parent_id": target["write_id"],
+         "operation": "update", "meta": {"tool": call["function"]["name"], "removed": old,
+                                         **({"label": str(label)} if label is not None else {})},
+         ORIGIN: origin}
+    by_label.setdefault(label, []).append(w)
+    res.writes.append(w)
+    stats["partial_removals"] = stats.get("partial_removals", 0) + 1
