@@ -9,6 +9,7 @@ import polars as pl
 
 from . import runs
 from .io import atomic_writer
+from .labels import answers
 from .safe import cell
 
 
@@ -22,10 +23,6 @@ def _prims(p: dict[str, Any] | None, passages: list[str]) -> dict[str, Any]:
             "R_turns": " ".join(passages[n - 1] for n in p["r_subset"])}
 
 
-def _final(r: dict[str, Any]) -> dict[str, Any]:
-    return r["adjudicator"] or r["A"]
-
-
 def rows(run: Path, level: str) -> list[dict[str, Any]]:
     runs.require(run, (runs.LABELS, runs.PRIMITIVES), f"run `derivaudit scan ... -o {run}` first")
     labels = runs.read_rows(run, runs.LABELS)
@@ -34,7 +31,7 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
     if level == "write":
         implied: dict[tuple[str, str], dict[str, set[str]]] = {}
         for p in prims:
-            f, got = _final(p), implied.setdefault((p["write_id"], p["view"]), {"e": set(), "r": set()})
+            f, got = answers(p), implied.setdefault((p["write_id"], p["view"]), {"e": set(), "r": set()})
             got["e"].update(p["passages"][n - 1] for n in f["e_subset"])
             got["r"].update(p["passages"][n - 1] for n in f["r_subset"])
         out = []

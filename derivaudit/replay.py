@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import runs, templates
+from .labels import answers
 from .models.base import Backend, Prompt, Score, usage_report
 from .stats import auc, balanced_resamples, conversation_draws, percentile_interval
 from .views import Memory, View, evidence_block, get_view
@@ -513,7 +514,7 @@ def noise_probe(run: Any, backend: Backend, rows_of: dict[str, list[dict[str, An
     for p in prims:
         if p["view"] != "expanded" or p["label"] != "supported" or p["write_id"] not in supported_writes:
             continue
-        final = p.get("adjudicator") or p["A"]
+        final = answers(p)
         turns = frozenset(p["passages"][n - 1] for n in final.get("e_subset") or [] if 0 < n <= len(p["passages"]))
         if turns:
             pool.setdefault(p["conversation_id"], []).append((p["write_id"], texts[p["obligation_id"]], turns))

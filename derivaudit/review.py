@@ -17,7 +17,7 @@ from typing import Any
 
 from . import runs
 from .io import atomic_writer
-from .labels import memory_label, obligation_label
+from .labels import answers, memory_label, obligation_label
 from .safe import cell
 from .stats import cohen_kappa
 
@@ -32,17 +32,13 @@ class ReviewError(ValueError):
     """A review file that cannot be imported (exit code 2); nothing was written."""
 
 
-def _final(p: dict[str, Any]) -> dict[str, Any]:
-    return p.get("adjudicator") or p["A"]
-
-
 def strata(prim: dict[str, Any], repaired: set[str]) -> list[str]:
     """Every stratum a primitive row belongs to: its view × final label, and the rarer kinds the
     paper samples on purpose (provenance-repaired writes' expanded rows, multi-passage support)."""
     out = [f"{prim['view']}/{prim['label']}"]
     if prim["view"] == "expanded" and prim["write_id"] in repaired:
         out.append("repaired")
-    if len(_final(prim).get("e_subset") or []) > 1:
+    if len(answers(prim).get("e_subset") or []) > 1:
         out.append("multi_passage")
     return out
 
@@ -208,7 +204,7 @@ def review_metrics(run: str | Path) -> dict[str, Any] | None:
     for h in human:
         p = prims.get((h["obligation_id"], h["view"]))
         if p is not None:
-            f = _final(p)
+            f = answers(p)
             pairs.append(({"D": f["d"], "E": f["e"], "R": f["r"], "label": p["label"]},
                           {"D": h["d"], "E": h["e"], "R": h["r"], "label": h["label"]}, h))
     per: dict[str, Any] = {}

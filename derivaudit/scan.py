@@ -29,7 +29,7 @@ from .annotate import (
 )
 from .annotate import annotate as run_annotators
 from .evidence import EvidenceSettings, Views, build_views
-from .labels import RULES, carry_across_views, memory_label, obligation_label
+from .labels import RULES, answers, carry_across_views, memory_label, obligation_label
 from .models import ModelPool, ModelRoles, ModelSpec
 from .models.base import usage_report
 from .records import MemoryLog, Write
@@ -463,7 +463,7 @@ def label_writes(writes: Sequence[Write], views: Sequence[Views], decs: Sequence
                 "obligations": {r["obligation_id"]: r["label"] for r in rs},
             }
         cit, exp = per_view["citation_only"]["label"], per_view["expanded"]["label"]
-        final = [r["adjudicator"] or r["A"] for r in rows_of.get((w.write_id, "expanded"), [])]
+        final = [answers(r) for r in rows_of.get((w.write_id, "expanded"), [])]
         used = {n for p in final for n in (p["e_subset"] or [])}
         out.append({
             "write_id": w.write_id, "conversation_id": w.conversation_id, "text": w.text,
