@@ -38,10 +38,10 @@ def inputs(run: Path):
     return texts, when, turns
 
 
-def relabel(labels: list[dict], prims: list[dict], settle_with) -> list[dict]:
+def relabel(labels: list[dict], prims: list[dict], settle_with, **rules) -> list[dict]:
     own = [{k: v for k, v in p.items() if k not in ("settled", "settled_by", "carried", "conflict", "label_own")}
            | {"label": p.get("label_own", p["label"])} for p in prims]
-    rows = settled(own, *settle_with) if settle_with else own
+    rows = settled(own, *settle_with, **rules) if settle_with else own
     by = {}
     for p in rows:
         by.setdefault((p["write_id"], p["view"]), []).append(p["label"])
@@ -65,11 +65,14 @@ def line(name: str, g: dict | None) -> str:
 def main() -> None:
     for run in map(Path, sys.argv[1:]):
         labels, prims = read_jsonl(run / "labels.jsonl"), read_jsonl(run / "primitives.jsonl")
-        own, car = relabel(labels, prims, None), relabel(labels, prims, inputs(run))
+        got = inputs(run)
+        own, car = relabel(labels, prims, None), relabel(labels, prims, got)
         print(run)
         g_own, g_car = gold.gold_metrics(own), gold.gold_metrics(car)
         print("  " + line("own", g_own))
-        print("  " + line("settled", g_car))
+        print("  " + line("carry", gold.gold_metrics(relabel(labels, prims, got, values=False))))
+        print("  " + line("values", gold.gold_metrics(relabel(labels, prims, got, carry=False))))
+        print("  " + line("both", g_car))
         if g_own and g_car:
             for conv in g_own["per_conversation"]:
                 a, b = g_own["per_conversation"][conv], g_car["per_conversation"][conv]

@@ -393,12 +393,14 @@ def usage_by_backend(annotators: Sequence[Annotator]) -> list[dict[str, Any]]:
 
 
 def settled(prim_rows: Sequence[dict[str, Any]], texts: dict[str, str], when: dict[str, str | None],
-            turns: dict[tuple[str, str], conflicts.Passage]) -> list[dict[str, Any]]:
+            turns: dict[tuple[str, str], conflicts.Passage], *, carry: bool = True,
+            values: bool = True) -> list[dict[str, Any]]:
     """The rules after the annotation, in order: checked subsets carried across each obligation's
     views (labels.carry_across_views), value conflicts of each memory and view found by
     arithmetic (conflicts.apply), and the refutations they found carried across views. Same rows,
     same order. `texts`: obligation id -> text; `when`: write id -> the memory's time; `turns`:
-    (conversation, turn id) -> passage."""
+    (conversation, turn id) -> passage. `carry` and `values` switch the rules off one by one, to
+    measure each (benchmarks/relabel.py)."""
     out = list(prim_rows)
 
     def per(key: Callable[[dict[str, Any]], Any], rule: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]):
@@ -409,11 +411,14 @@ def settled(prim_rows: Sequence[dict[str, Any]], texts: dict[str, str], when: di
             for i, r in zip(ix, rule([out[i] for i in ix]), strict=True):
                 out[i] = r
 
-    per(lambda r: r["obligation_id"], carry_across_views)
-    per(lambda r: (r["write_id"], r["view"]), lambda rs: conflicts.apply(
-        rs, texts, when.get(rs[0]["write_id"]),
-        {tid: p for (c, tid), p in turns.items() if c == rs[0]["conversation_id"]}))
-    per(lambda r: r["obligation_id"], lambda rs: carry_across_views(rs, which=("r",)))
+    if carry:
+        per(lambda r: r["obligation_id"], carry_across_views)
+    if values:
+        per(lambda r: (r["write_id"], r["view"]), lambda rs: conflicts.apply(
+            rs, texts, when.get(rs[0]["write_id"]),
+            {tid: p for (c, tid), p in turns.items() if c == rs[0]["conversation_id"]}))
+    if carry:
+        per(lambda r: r["obligation_id"], lambda rs: carry_across_views(rs, which=("r",)))
     return out
 
 
