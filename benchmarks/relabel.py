@@ -5,7 +5,7 @@ Usage:
     python benchmarks/relabel.py RUN [RUN ...]
 
 For each run folder: the memory labels from each obligation's own view answers ("own": the rows'
-`label_own`, else `label`) and after today's rules (`scan.settled`: subsets carried across views,
+`label_own`, else `label`) and after today's rules (`scan.settled`: value conflicts, refutations carried across views,
 value conflicts), the
 gold metrics of both (accuracy, per-category recall, false-supported, per conversation) and every
 write whose category changed. No model is called.

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 # The version of the rules from primitives to labels: part of the primitives stage's fingerprint, so a
 # run finished under other rules is relabelled (its model answers come from the result cache).
-RULES = "carry-subsets-1, value-conflicts-1"
+RULES = "value-conflicts-1, carry-r-1"
 OBLIGATION_LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
 MEMORY_PRECEDENCE = ("contradicted", "unsupported", "ambiguous", "supported")
 
@@ -65,14 +65,16 @@ def settle(row: dict, why: str, **changes) -> dict:
     return new
 
 
-def carry_across_views(rows: Sequence[dict], which: Sequence[str] = ("e", "r")) -> list[dict]:
-    """E and R ask whether *some subset* of a view's passages implies the obligation (true, or
-    false), and a yes stands only on a named subset that still implies it when scored alone (App.
-    B). Such a subset is evidence in every view that holds all its passages: the citation-only
-    view's passages are part of the expanded view, so a checked citation-only subset answers the
-    expanded view's question too, and an expanded-view subset made of cited turns answers the
-    citation-only one. A view's own "no" beside a checked subset it holds is the judge losing
-    the passage among more (or fewer) others, not an answer about the evidence.
+def carry_across_views(rows: Sequence[dict], which: Sequence[str] = ("r",)) -> list[dict]:
+    """R asks whether *some subset* of a view's passages implies the obligation is false, and a yes
+    stands only on a named subset (App. B). Such a subset refutes it in every view that holds all
+    its passages: the citation-only view's passages are part of the expanded view, so a
+    refutation found on cited turns answers the expanded view too (where the judge lost the turn
+    among twelve more), and one found in the expanded view on cited turns answers the
+    citation-only view. The same holds for E in logic, but not in evidence: in a one- or
+    two-passage citation view the subset check repeats the full question, so an E yes there has
+    passed one check where the expanded view asks two, and carrying it turned two unsupported
+    LoCoMo dev writes supported for one it fixed (docs/method.md); `which=("e", "r")` does it.
 
     `rows`: the primitive rows of one obligation, one per view, each with `passages` (turn ids).
     Returns new rows; one that took an answer says from where under `carried` (see `settle`)."""

@@ -395,9 +395,10 @@ def usage_by_backend(annotators: Sequence[Annotator]) -> list[dict[str, Any]]:
 def settled(prim_rows: Sequence[dict[str, Any]], texts: dict[str, str], when: dict[str, str | None],
             turns: dict[tuple[str, str], conflicts.Passage], *, carry: bool = True,
             values: bool = True) -> list[dict[str, Any]]:
-    """The rules after the annotation, in order: checked subsets carried across each obligation's
-    views (labels.carry_across_views), value conflicts of each memory and view found by
-    arithmetic (conflicts.apply), and the refutations they found carried across views. Same rows,
+    """The rules after the annotation, in order: value conflicts of each memory and view found by
+    arithmetic (conflicts.apply), then every checked refutation carried to each view of its
+    obligation that holds its passages (labels.carry_across_views, R only: carrying E as well was
+    measured and not kept, see docs/method.md). Same rows,
     same order. `texts`: obligation id -> text; `when`: write id -> the memory's time; `turns`:
     (conversation, turn id) -> passage. `carry` and `values` switch the rules off one by one, to
     measure each (benchmarks/relabel.py)."""
@@ -411,8 +412,6 @@ def settled(prim_rows: Sequence[dict[str, Any]], texts: dict[str, str], when: di
             for i, r in zip(ix, rule([out[i] for i in ix]), strict=True):
                 out[i] = r
 
-    if carry:
-        per(lambda r: r["obligation_id"], carry_across_views)
     if values:
         per(lambda r: (r["write_id"], r["view"]), lambda rs: conflicts.apply(
             rs, texts, when.get(rs[0]["write_id"]),

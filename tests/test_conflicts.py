@@ -79,25 +79,17 @@ def test_apply_refutes_a_date_on_the_passage_its_sibling_fact_was_found_in():
     assert out[1]["label"] == "contradicted" and out[1]["settled"]["e"] is False
 
 
-def test_settled_carries_a_subset_then_refutes_in_both_views():
-    """The citation view found the fact on t2; the expanded view lost it among more passages. The
-    fact is carried to the expanded view, and the date conflict is found in both."""
+def test_settled_refutes_by_arithmetic_then_carries_the_refutation_across_views():
+    """The citation view found the fact on t2, so its date is checked there and refuted; the
+    expanded view lost the fact among more passages (no event passage, no check of its own), and
+    takes the refutation on t2, which it holds. A judge's E yes is not carried (see labels)."""
     rows = [_row("w#o1", ["t2"], e=True, e_subset=[1], view="citation_only"),
             _row("w#o2", ["t2"], view="citation_only"),
             _row("w#o1", ["t1", "t2", "t3"]), _row("w#o2", ["t1", "t2", "t3"])]
     out = settled(rows, TEXTS, {"w": FRI}, {("c", k): v for k, v in TURNS.items()})
-    assert [r["label"] for r in out] == ["supported", "contradicted", "supported", "contradicted"]
-    assert out[2]["carried"]["e"] == {"from": "citation_only", "passages": ["t2"]}
-    assert out[3]["conflict"]["slot"] == "time"
-
-
-def test_a_sibling_about_another_event_does_not_locate_this_one():
-    """'Caroline went to a parade' was found on a passage dated last Friday; the support group's
-    date is not checked against it: the two obligations share no content word."""
-    turns = {"t1": Passage("t1", "I went to a pride parade last Friday!", FRI),
-             "t2": Passage("t2", "The support group was lovely.", FRI)}
-    texts = {"w#o1": "Caroline went to a pride parade.", "w#o2": "The support group meeting was in May 2021."}
-    rows = [_row("w#o1", ["t1", "t2"], e=True, e_subset=[1]), _row("w#o2", ["t1", "t2"])]
-    assert apply(rows, texts, FRI, turns) == rows
-    texts["w#o2"] = "The pride parade was in May 2021."  # the same event: refuted by last Friday's date
-    assert apply(rows, texts, FRI, turns)[1]["label"] == "contradicted"
+    assert [r["label"] for r in out] == ["supported", "contradicted", "insufficient", "contradicted"]
+    assert out[1]["conflict"]["slot"] == "time" and "conflict" not in out[3]
+    assert out[3]["carried"]["r"] == {"from": "citation_only", "passages": ["t2"]}
+    assert out[3]["settled"]["r_subset"] == [2]
+    off = settled(rows, TEXTS, {"w": FRI}, {("c", k): v for k, v in TURNS.items()}, carry=False, values=False)
+    assert off == rows

@@ -68,16 +68,16 @@ def test_scan_files_and_invariants(scanned):
         assert p["adjudicated"] == ((p["A"]["d"], p["A"]["e"], p["A"]["r"]) != (p["B"]["d"], p["B"]["e"], p["B"]["r"]))
     assert {(p["write_id"], p["view"]) for p in prims} == {(r["write_id"], v) for r in labels
                                                            for v in ("citation_only", "expanded")}
-    # a checked subset answers every view holding its passages (labels.carry_across_views)
+    # a checked refutation answers every view holding its passages (labels.carry_across_views)
     by_obl: dict[str, list[dict]] = {}
     for p in prims:
         by_obl.setdefault(p["obligation_id"], []).append(p)
     for rows in by_obl.values():
         for row in rows:
-            fin = row["adjudicator"] or row["A"]
+            fin = row.get("settled") or row["adjudicator"] or row["A"]
             for other in rows:
-                ofin = other["adjudicator"] or other["A"]
-                for w in ("e", "r"):
+                ofin = other.get("settled") or other["adjudicator"] or other["A"]
+                for w in ("r",):
                     turns = {other["passages"][k - 1] for k in ofin[f"{w}_subset"]} if ofin[w] else set()
                     if turns and turns <= set(row["passages"]) and fin[w] is False:
                         assert row["carried"][w]["passages"] == sorted(turns, key=other["passages"].index)
