@@ -5,10 +5,10 @@ Usage:
     python benchmarks/relabel.py RUN [RUN ...]
 
 For each run folder: the memory labels from each obligation's own view answers ("own": the rows'
-`label_own`, else `label`) and after today's rules (`scan.settled`: value conflicts, refutations carried across views,
-value conflicts), the
-gold metrics of both (accuracy, per-category recall, false-supported, per conversation) and every
-write whose category changed. No model is called.
+`label_own`, else `label`), with each rule after the annotation alone ("carry": refutations carried
+across views; "values": value conflicts) and with both (`scan.settled`, what a scan does); the gold
+metrics of each (accuracy, per-category recall, false-supported, per conversation) and every write
+whose category changes from own to both. No model is called.
 """
 
 from __future__ import annotations
