@@ -22,17 +22,14 @@ from derivaudit import gold, load_log  # noqa: E402
 from derivaudit.conflicts import Passage  # noqa: E402
 from derivaudit.labels import memory_label  # noqa: E402
 from derivaudit.runs import load_meta, read_jsonl  # noqa: E402
-from derivaudit.scan import settled  # noqa: E402
+from derivaudit.scan import settled, write_time  # noqa: E402
 
 
 def inputs(run: Path):
     """Obligation texts, memory times and passages of a finished run (its log from meta.json)."""
     texts = {o["obligation_id"]: o["text"] for d in read_jsonl(run / "obligations.jsonl") for o in d["obligations"]}
     log = load_log(load_meta(run)["config"]["files"])
-    when = {}
-    for w in log.writes:
-        conv = log.conversations[w.conversation_id]
-        when[w.write_id] = w.time or conv.turns[conv.position[w.last_seen_turn]].time
+    when = {w.write_id: write_time(log, w) for w in log.writes}
     turns = {(v["conversation_id"], t["turn_id"]): Passage(t["turn_id"], t["text"], t.get("time"))
              for v in read_jsonl(run / "views.jsonl") for vn in ("citation_only", "expanded") for t in v[vn]}
     return texts, when, turns

@@ -41,8 +41,8 @@ _CLOCK = re.compile(r"^\d{1,2}(?::\d{2})? ?(?:am|pm)$", re.I)
 _NUMBERS = {w: i for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
                                         "nine", "ten", "eleven", "twelve"))}
 _NUMBERS.update({"thirteen": 13, "fourteen": 14, "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40,
-                 "fifty": 50, "hundred": 100, "a couple": None})
-_COUNT = re.compile(r"\b(\d+|" + "|".join(k for k in _NUMBERS if k != "a couple") + r")\s+"
+                 "fifty": 50, "hundred": 100})
+_COUNT = re.compile(r"\b(\d+|" + "|".join(_NUMBERS) + r")\s+"
                     r"(?:(?:more|other|new|different|extra|whole|full)\s+)?([a-z]+)\b", re.I)
 _APPROX = re.compile(r"\b(?:about|around|roughly|nearly|almost|over|more than|less than|at least|some|"
                      r"a few|several|up to)\s*$", re.I)
@@ -85,8 +85,9 @@ def dates(text: str, when: str | None) -> tuple[Interval, ...]:
     base = timeref.anchor(when)
     if base is None or not text:
         return ()
-    out = [_interval(date.fromisoformat(r.date), r.period, r.expression) for r in timeref.resolve(text, when)]
-    relative = {r.expression.lower() for r in timeref.resolve(text, when)}
+    resolved = timeref.resolve(text, when)
+    out = [_interval(date.fromisoformat(r.date), r.period, r.expression) for r in resolved]
+    relative = {r.expression.lower() for r in resolved}
     for said in slots.values(text, "time"):
         words = said.strip()
         if words.lower() in relative or _CLOCK.match(words) or timeref.PATTERN.fullmatch(words):
@@ -114,8 +115,8 @@ def counts(text: str) -> tuple[tuple[int, str, str], ...]:
     out = []
     for m in _COUNT.finditer(text):
         num, noun = m.group(1).lower(), m.group(2)
-        n = int(num) if num.isdigit() else _NUMBERS.get(num)
-        if n is None or _APPROX.search(text[: m.start()]) or slots._is_pronoun(text[: m.start()], m.group(0)):
+        n = int(num) if num.isdigit() else _NUMBERS[num]
+        if _APPROX.search(text[: m.start()]) or slots._is_pronoun(text[: m.start()], m.group(0)):
             continue
         if noun.lower() in ("of", "and", "or", "to", "in", "on", "at", "more", "am", "pm"):
             continue

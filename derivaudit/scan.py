@@ -421,15 +421,18 @@ def settled(prim_rows: Sequence[dict[str, Any]], texts: dict[str, str], when: di
     return out
 
 
+def write_time(log: MemoryLog, w: Write) -> str | None:
+    """A memory's time: its own, else its write point's turn's."""
+    conv = log.conversations.get(w.conversation_id)
+    seen = conv.turns[conv.position[w.last_seen_turn]] if conv and w.last_seen_turn in conv.position else None
+    return w.time or (seen.time if seen else None)
+
+
 def settle_inputs(log: MemoryLog, writes: Sequence[Write], views: Sequence[Views], decs: Sequence[Decomposition]):
     """What `settled` reads besides the rows: obligation texts, each memory's time (its own, else
     its write point's), and every passage of its views."""
     texts = {o.obligation_id: o.text for d in decs for o in d.obligations}
-    when: dict[str, str | None] = {}
-    for w in writes:
-        conv = log.conversations.get(w.conversation_id)
-        seen = conv.turns[conv.position[w.last_seen_turn]] if conv and w.last_seen_turn in conv.position else None
-        when[w.write_id] = w.time or (seen.time if seen else None)
+    when = {w.write_id: write_time(log, w) for w in writes}
     turns = {(t.conversation_id, t.turn_id): conflicts.Passage(t.turn_id, t.text, t.time)
              for v in views for vn in VIEW_NAMES for t in getattr(v, vn)}
     return texts, when, turns
