@@ -236,13 +236,11 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
     health = {}
     if cfg.calibrate:  # all three roles in one call: roles on one model share each window's prefix
         cal_log = calibrate.corpus(cfg.calibrate_on, log)
-        # the adjudicator's S items only once the annotators' S check is known to be on (else unused)
+        # S items role by role, stopping at the first that is moot (calibrate.add_slots)
         cals = calibrate.calibrate_many([(x.backend, x.variant, calibrate.adjudicator_task() if x is adj else None)
-                                         for x in (a, b, adj)], cal_log, with_slots=(True, True, False))
-        slot_off = calibrate.slot_check_off(cals[:2])
-        if not slot_off and (t := calibrate.calibrate_slots(adj.backend, adj.variant, cal_log,
-                                                             task=calibrate.adjudicator_task())) is not None:
-            cals[2]["thresholds"]["s"] = t
+                                         for x in (a, b, adj)], cal_log, with_slots=(True, False, False))
+        slot_off = calibrate.add_slots(cals, [(b.backend, b.variant, None),
+                                              (adj.backend, adj.variant, calibrate.adjudicator_task())], cal_log)
         for x, cal in zip((a, b, adj), cals, strict=True):
             x.thresholds = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
             health[x.role] = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()},

@@ -132,6 +132,50 @@ def test_the_adjudicator_s_items_can_wait_until_the_slot_check_is_known_to_be_on
     assert calibrate_slots(RuleBackend(), "a", log, n=6, task=adjudicator_task()) == alone["thresholds"]["s"]
 
 
+def test_b_and_adjudicator_s_items_are_scored_only_once_the_roles_before_them_separate_theirs(fixtures):
+    """The slot check needs both annotators, so scan scores B's S items only when A separates its
+    own, and the adjudicator's only when B does too: the same thresholds as scoring all of them at
+    once when A can, and none of B's or the adjudicator's S prompts when A cannot."""
+    import re
+
+    from derivaudit.calibrate import add_slots, adjudicator_task, build_slot_items, calibrate_many
+    from derivaudit.models.base import Score
+
+    from .rule_backend import RuleBackend
+
+    slot_q = re.compile(r"^(?:Its|The) (time|place|quantity|person)(?: it states)?: ", re.M)
+
+    log = load_log(fixtures / "memories.jsonl")
+    changed = {it.statement for it in build_slot_items(log, n=6) if it.positive}
+
+    class SlotSeer(RuleBackend):  # knows which slot statements were changed: AUC 1
+        def score(self, prompts, k=100):
+            out = super().score(prompts, k)
+            return [(Score(4.0, -0.1, -4.1) if any(c in p.task for c in changed) else Score(-4.0, -4.1, -0.1))
+                    if slot_q.search(p.task) else s for p, s in zip(prompts, out, strict=True)]
+
+    class SlotBlind(RuleBackend):  # answers every slot question the same: AUC 0.5
+        def score(self, prompts, k=100):
+            out = super().score(prompts, k)
+            return [Score(0.0, -0.7, -0.7) if slot_q.search(p.task) else s for p, s in zip(prompts, out, strict=True)]
+
+    be = SlotSeer()
+    roles = [(be, "a", None), (be, "b", None), (be, "a", adjudicator_task())]
+    whole = calibrate_many(roles, log, n=6)
+    cals = calibrate_many(roles, log, n=6, with_slots=(True, False, False))
+    assert add_slots(cals, roles[1:], log, n=6) is None
+    assert [c["thresholds"] for c in cals] == [c["thresholds"] for c in whole]
+    assert [c["slot_items"] for c in cals] == [c["slot_items"] for c in whole]
+
+    blind, b = SlotBlind(), SlotSeer()
+    roles = [(blind, "a", None), (b, "b", None), (b, "a", adjudicator_task())]
+    cals = calibrate_many(roles, log, n=6, with_slots=(True, False, False))
+    why = add_slots(cals, roles[1:], log, n=6)
+    assert why and "annotator A cannot separate" in why
+    assert b.seen and not any(slot_q.search(p.task) for p in b.seen)
+    assert "s" not in cals[1]["thresholds"] and "s" not in cals[2]["thresholds"]
+
+
 def test_slot_items_change_the_value_of_a_passage_and_keep_it_for_the_negatives(fixtures):
     from derivaudit.calibrate import build_slot_items
 
