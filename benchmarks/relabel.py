@@ -6,9 +6,11 @@ Usage:
 
 For each run folder: the memory labels from each obligation's own view answers ("own": the rows'
 `label_own`, else `label`), with each rule after the annotation alone ("carry": refutations carried
-across views; "values": value conflicts) and with both (`scan.settled`, what a scan does); the gold
-metrics of each (accuracy, per-category recall, false-supported, per conversation) and every write
-whose category changes from own to both. No model is called.
+across views; "values": value conflicts) and with both (`scan.settled`, what a scan does); then
+"reread": both, on the obligations today's reading of the run's own generated decompositions keeps
+(annotate.parse_obligations; an obligation it no longer keeps loses its rows, the others keep their
+ids and answers). The gold metrics of each (accuracy, per-category recall, false-supported, per
+conversation) and every write whose category changes from own to reread. No model is called.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from derivaudit import gold, load_log  # noqa: E402
+from derivaudit.annotate import parse_obligations  # noqa: E402
 from derivaudit.conflicts import Passage  # noqa: E402
 from derivaudit.labels import memory_label  # noqa: E402
 from derivaudit.runs import load_meta, read_jsonl  # noqa: E402
@@ -33,6 +36,20 @@ def inputs(run: Path):
     turns = {(v["conversation_id"], t["turn_id"]): Passage(t["turn_id"], t["text"], t.get("time"))
              for v in read_jsonl(run / "views.jsonl") for vn in ("citation_only", "expanded") for t in v[vn]}
     return texts, when, turns
+
+
+def reread(run: Path) -> set[str]:
+    """The obligation ids today's parse rules keep from the run's generated decompositions (a
+    fallback keeps its single whole-record obligation)."""
+    log = load_log(load_meta(run)["config"]["files"])
+    writes = {w.write_id: w for w in log.writes}
+    keep = set()
+    for d in read_jsonl(run / "obligations.jsonl"):
+        if d["status"] == "fallback" or not d.get("raw"):
+            keep |= {o["obligation_id"] for o in d["obligations"]}
+        else:
+            keep |= {o.obligation_id for o in parse_obligations(writes[d["write_id"]], d["raw"][-1])}
+    return keep
 
 
 def relabel(labels: list[dict], prims: list[dict], settle_with, **rules) -> list[dict]:
@@ -63,13 +80,15 @@ def main() -> None:
     for run in map(Path, sys.argv[1:]):
         labels, prims = read_jsonl(run / "labels.jsonl"), read_jsonl(run / "primitives.jsonl")
         got = inputs(run)
-        own, car = relabel(labels, prims, None), relabel(labels, prims, got)
-        print(run)
+        kept = reread(run)
+        own, car = relabel(labels, prims, None), relabel(labels, [p for p in prims if p["obligation_id"] in kept], got)
+        print(run, f"({len({p['obligation_id'] for p in prims} - kept)} obligations not kept on rereading)")
         g_own, g_car = gold.gold_metrics(own), gold.gold_metrics(car)
         print("  " + line("own", g_own))
         print("  " + line("carry", gold.gold_metrics(relabel(labels, prims, got, values=False))))
         print("  " + line("values", gold.gold_metrics(relabel(labels, prims, got, carry=False))))
-        print("  " + line("both", g_car))
+        print("  " + line("both", gold.gold_metrics(relabel(labels, prims, got))))
+        print("  " + line("reread", g_car))
         if g_own and g_car:
             for conv in g_own["per_conversation"]:
                 a, b = g_own["per_conversation"][conv], g_car["per_conversation"][conv]

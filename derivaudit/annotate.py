@@ -111,7 +111,8 @@ def parse_obligations(write: Write, text: str, dropped: list[str] | None = None)
     left = list(dict.fromkeys(w for w in record_tokens if _stem(w) not in said))
     if left:  # a lost word is a lost claim, and often the unsupported one ("because her doctor told her")
         raise DecompositionError(f"the obligations leave out what the record says with: {', '.join(left[:8])}")
-    return [Obligation(f"{write.write_id}#o{i}", write.write_id, k, s, b) for i, (k, s, b) in enumerate(unique, 1)]
+    numbered = [Obligation(f"{write.write_id}#o{i}", write.write_id, k, s, b) for i, (k, s, b) in enumerate(unique, 1)]
+    return _drop_undrawn_relations(numbered, write.text, dropped)
 
 
 _NAME = re.compile(r"\b[A-Z][\w'-]*")
@@ -140,6 +141,51 @@ def _drop_one_sided_relations(found: list[tuple[str, str | None, str]],
                 dropped.append(f"RELATION ({sub}): {body}  [links one claim to nothing: it repeats another line]")
             continue
         keep.append((kind, sub, body))
+    return keep
+
+
+# The version of how a generated obligation list is read: part of the obligations stage's fingerprint,
+# so a run read under other rules is re-read (the generations come from the result cache).
+PARSE_RULES = "undrawn-relations-1"
+_LOWER_WORD = re.compile(r"[a-z]+")
+# The words by which a record draws each type of link. A type not listed ("other") is always kept.
+LINK_WORDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
+    "cause": "because since so for due thanks cause caused causes causing reason why result resulted led lead "
+             "leads therefore after made inspired motivated",
+    "purpose": "to for so order aim aims goal meant intend intended intends help helps helped hope hopes plan "
+               "plans planning",
+    "support-for": "support supported supports supporting backed back backing help helped helps thanks through "
+                   "by with via using use used",
+    "part-of": "part of in at on with among include includes including within during",
+    "sequence": "then after before later since when while until ago first next once followed earlier during",
+    "comparison": "than more less most least better best worse worst like unlike same different compared "
+                  "similar as",
+}.items()}
+
+
+def _drop_undrawn_relations(obligations: list[Obligation], record_text: str,
+                            dropped: list[str] | None) -> list[Obligation]:
+    """A RELATION is a link the record draws (the decomposition prompt's definition). A relation line
+    of a type whose linking words the record never uses ("The producer's advice is the reason Calvin
+    stayed true to himself", from "At a festival, a producer advised Calvin to stay true to himself":
+    no because, so, led, ...) is the decomposer's inference, not the record's claim, and an audit of it
+    calls a true record unsupported. It is left out (kept in `dropped`) only when every word of the
+    record it says is said by another obligation too, so that no claim of the record goes unaudited.
+    Obligation ids keep their numbers (the adjudicator's seeded order and the result cache follow
+    them)."""
+    keep = list(obligations)
+    record = {_stem(w) for w in tokenize(record_text)}
+    used = set(_LOWER_WORD.findall(record_text.lower()))  # stop words too: "to", "for", "so" link
+    for o in obligations:
+        words = LINK_WORDS.get(o.subtype or "") if o.kind == "relation" else None
+        if words is None or words & used:
+            continue
+        rest = {_stem(w) for x in keep if x is not o for w in tokenize(x.text)}
+        if ({_stem(w) for w in tokenize(o.text)} & record) <= rest:
+            keep.remove(o)
+            if dropped is not None:
+                dropped.append(f"RELATION ({o.subtype}): {o.text}  [a link the record does not draw: it uses "
+                               f"no {o.subtype} word]")
     return keep
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import __version__, calibrate, conflicts, gold, runs, templates
 from .annotate import (
+    PARSE_RULES,
     Annotation,
     Annotator,
     Decomposition,
@@ -208,7 +209,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
 
     # -- obligations
     t0 = time.time()
-    fp_obl = _fp(fp_views, a.backend.identity(), prompts_fingerprint("decompose"))
+    fp_obl = _fp(fp_views, a.backend.identity(), prompts_fingerprint("decompose"), PARSE_RULES)
     st = Stage(run, "obligations", fp_obl, meta)
     if done(st):
         decs = [Decomposition.from_dict(r) for r in st.load()]

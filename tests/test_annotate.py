@@ -70,6 +70,44 @@ def test_a_relation_that_links_one_claim_to_nothing_is_dropped():
     assert [o.kind for o in obs] == ["fact", "fact", "relation"]
 
 
+def test_a_relation_the_record_does_not_draw_is_dropped_when_nothing_it_says_is_lost():
+    """A RELATION is a link the record draws: a cause the record states with no cause word is the
+    decomposer's inference. It goes only when the other obligations say every record word it says;
+    a drawn link ("because", "to", "backed by") and an undrawn one that alone holds a record word stay."""
+    w = Write("m", "c", "At a music festival in Tokyo, a producer advised Calvin to stay true to himself.",
+              ("t1",), "t1")
+    dropped = []
+    obs = parse_obligations(w, "FACT: Calvin was at a music festival in Tokyo.\n"
+                               "FACT: A producer advised Calvin to stay true to himself.\n"
+                               "RELATION (cause): The producer's advice is the reason Calvin stayed true to himself.",
+                            dropped)
+    assert [o.kind for o in obs] == ["fact", "fact"] and "does not draw" in dropped[0]
+    # the ids of what stays do not move (the adjudicator's seeded order and the cache follow them)
+    obs = parse_obligations(w, "FACT: Calvin was at a music festival in Tokyo.\n"
+                               "RELATION (cause): The festival is the reason the producer advised Calvin.\n"
+                               "FACT: A producer advised Calvin to stay true to himself.")
+    assert [o.obligation_id for o in obs] == ["m#o1", "m#o3"]
+    drawn = {  # record: (its facts, the relation it draws)
+        "Dana moved to Denver because of her new job.":
+            ("FACT: Dana moved to Denver.\nFACT: Dana has a new job.",
+             "RELATION (cause): The new job is the reason Dana moved to Denver."),
+        "Omar is planning bake sales to fund the school trip.":
+            ("FACT: Omar is planning bake sales.\nFACT: There is a school trip.",
+             "RELATION (purpose): The bake sales are meant to fund the school trip."),
+        "Sharon is building an academy, backed by her network.":
+            ("FACT: Sharon is building an academy.\nFACT: Sharon has a network.",
+             "RELATION (support-for): Her network backs the academy."),
+    }
+    for text, (facts, rel) in drawn.items():
+        obs = parse_obligations(Write("m", "c", text, ("t1",), "t1"), f"{facts}\n{rel}")
+        assert obs[-1].kind == "relation", text
+    # no cause word, but "Saturday" is said by the relation line alone: it stays, so it is audited
+    w = Write("m", "c", "John and James played VR games together on Saturday.", ("t1",), "t1")
+    obs = parse_obligations(w, "FACT: John and James played VR games together.\n"
+                               "RELATION (cause): Saturday is the reason John and James played VR games.")
+    assert obs[-1].kind == "relation"
+
+
 def test_an_obligation_list_that_leaves_out_part_of_the_record_is_refused():
     w = Write("m", "c", "Melanie ran the charity race because her doctor told her to exercise.", ("t1",), "t1")
     with pytest.raises(DecompositionError, match="leave out what the record says with: doctor, told, exercise"):
