@@ -8,8 +8,12 @@ evidence, checked subsets, blinded adjudication of disagreements), over the turn
 target's write point up to the operation point ("the after view"):
 
 - D: is the target's obligation determinate (the write audit's own question, so cached);
-- U: do the after turns show it no longer holds (changed, ended, said to be wrong)? A three-way
-  choice read as log p(no longer holds) - log p(still holds or not said), like R;
+- U: do the after turns show it no longer holds (changed, ended, said to be wrong)? Asked as the
+  write audit's own E question about the statement "It is no longer true that <obligation>" (each
+  annotator's E wording): E is the question the judge answers best. A three-way "still holds / no
+  longer holds / not said" choice, like R, separated nothing on real operations for
+  Qwen2.5-Coder-1.5B (AUC 0.20 on the fixture's 12 operations against 0.89 for this form: its
+  scores sat within 0.3 of each other whatever the later turns said);
 - F: does someone in the after turns ask to forget it? yes/no.
 An update's change is audited too: the old version's obligations are checked against the new
 text with the write audit's own E ("kept": does the new version state it?); what it drops or
@@ -156,12 +160,35 @@ def _th(annotator: Annotator) -> dict[str, float]:
     return {"d": t.get("d", 0.0), "e": t.get("f", 0.0), "r": t.get("u", 0.0), "s": math.inf}
 
 
+_LOWER_FIRST = frozenset(("the", "a", "an", "his", "her", "their", "its", "our", "my", "your", "this", "that",
+                          "these", "those", "there", "it", "they", "he", "she", "we"))
+
+
+def clause(text: str) -> str:
+    """An obligation as the clause after "It is no longer true that": no end punctuation, and a
+    sentence-initial function word in lower case ("the garden ...", never "priya ...")."""
+    text = " ".join(text.split()).rstrip(" .!?;:")
+    first, _, rest = text.partition(" ")
+    return (first.lower() if first.lower() in _LOWER_FIRST else first) + (" " + rest if rest else "")
+
+
+def question(which: str, variant: str, statement: str):
+    """An annotator's F or U question about `statement` (U asks E of "It is no longer true that ...")."""
+    return ask(f"{QUESTIONS[which]}_{variant}", obligation=clause(statement) if which == "r" else statement)
+
+
 def _asker(annotator: Annotator):
     v = annotator.variant
     return (annotator.backend,
             lambda k, it: ask(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
-            lambda k, it, which: ask(f"{QUESTIONS[which]}_{v}", obligation=it.obligation.text),
+            lambda k, it, which: question(which, v, it.obligation.text),
             _th(annotator))
+
+
+def adjudication(which: str, obligation: str, first: str, second: str):
+    """The adjudicator's F or U question (U about "It is no longer true that ...", like the annotators')."""
+    return ask(ADJUDICATE[which], obligation=clause(obligation) if which == "r" else obligation,
+               first=first, second=second)
 
 
 def _coin(item: Item) -> bool:
@@ -211,7 +238,7 @@ def judge_after(items: Sequence[Item], a: Annotator, b: Annotator, adj: Annotato
     res = _answers(sub, [(
         adj.backend,
         lambda j, it: ask("adjudicate_d", record=it.write.text, **fields(ks[j], it, Primitives.describe_d)),
-        lambda j, it, which: ask(ADJUDICATE[which], **fields(ks[j], it)),
+        lambda j, it, which: adjudication(which, **fields(ks[j], it)),
         _th(adj),
     )], asked=[s for _, s in disputed], polarity=POLARITY)[0]
     for (k, s), p in zip(disputed, res, strict=True):
@@ -349,9 +376,9 @@ def calibrate(annotators: Sequence[tuple[Annotator, bool]], log: MemoryLog, n: i
                 no = describe(Primitives(True, False, False))
                 coin = random.Random(hashlib.sha256(it.statement.encode()).digest()).random() < 0.5
                 first, second = (yes, no) if coin else (no, yes)
-                q = ask(ADJUDICATE[it.which], obligation=it.statement, first=first, second=second)
+                q = adjudication(it.which, it.statement, first, second)
             else:
-                q = ask(f"{QUESTIONS[it.which]}_{x.variant}", obligation=it.statement)
+                q = question(it.which, x.variant, it.statement)
             reqs.append((x.backend, Prompt(block(it.passages), q[0], verdict=q[1])))
     scores = score_all(reqs)
     out = []

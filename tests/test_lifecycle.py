@@ -26,12 +26,13 @@ class LifecycleRule(RuleBackend):
     def score(self, prompts, k=100):
         out = super().score(prompts, k)
         for i, p in enumerate(prompts):
-            m = re.search(r"^(?:Earlier record|Claim recorded before these passages): (.*)$", p.task, re.M)
-            if not m or not p.shared:
+            f = re.search(r"^(?:Earlier record|Claim recorded before these passages): (.*)$", p.task, re.M)
+            u = re.search(r"^(?:Statement|Claim|Obligation): It is no longer true that (.*)\.$", p.task, re.M)
+            if not (f or u) or not p.shared:
                 continue
-            st, ev = words(m.group(1)), words(p.shared)
+            st, ev = words((f or u).group(1)), words(p.shared)
             about = bool(st) and len(st & ev) >= max(1, len(st) - 1)
-            if "forget" in p.task and "yes" in p.verdict[0]:
+            if f:
                 out[i] = YES if about and "forget" in ev else NO
             else:
                 replaced = "memory" in ev and not st <= ev  # a successor stating another value
@@ -256,3 +257,21 @@ def test_terminal_and_html_show_the_lifecycle_part_escaped(tmp_path):
     assert "Lifecycle:" in out and "unjustified_deletion" in out and "[red]<script>" in out  # markup shown, not run
     page = render(rep)
     assert "<h2>Lifecycle</h2>" in page and "<script>x</script>" not in page and "&lt;script&gt;x" in page
+
+
+def test_u_is_the_e_question_about_it_is_no_longer_true():
+    """U is asked in each annotator's E wording (yes/no) about "It is no longer true that <obligation>":
+    the clause keeps names as written and lowers a sentence-initial function word."""
+    from derivaudit.annotate import ask
+
+    assert lifecycle.clause("Priya lives in Denver.") == "Priya lives in Denver"
+    assert lifecycle.clause("The garden  has   roses!") == "the garden has roses"
+    assert lifecycle.clause("I run 5k.") == "I run 5k"
+    for v in ("a", "b"):
+        task, verdict = lifecycle.question("r", v, "The garden has roses.")
+        e_task, e_verdict = ask(f"der_e_{v}", obligation="It is no longer true that the garden has roses.")
+        assert task == e_task and verdict == e_verdict == (("yes",), ("no",))
+    task, _ = lifecycle.adjudication("r", "Leo is vegetarian.", "x", "y")
+    assert "Obligation: It is no longer true that Leo is vegetarian." in task
+    f_task, _ = lifecycle.question("e", "a", "Leo is vegetarian.")  # F is asked as written
+    assert "Earlier record: Leo is vegetarian." in f_task
