@@ -23,12 +23,9 @@ alone ("does it replace this?") and must itself be supported.
 Label rule (fixed; no typed label):
 - delete / invalidate, no successor: justified when some determinate obligation has U or F yes;
   else ambiguous when some obligation is not determinate; else unjustified (collateral);
-- with a successor: it conflicts with the target when some determinate obligation has U yes over
-  the successor alone, or U yes over the after turns with a checked subset that holds a turn the
-  successor cites (the turn that ended the target is the one the successor was written from);
-  unjustified when it does not conflict (it is about something else: graphiti#1728) or the
-  successor is unsupported or contradicted; justified when it conflicts and is supported;
-  ambiguous otherwise (its own label unknown or ambiguous);
+- with a successor: unjustified when no determinate obligation has U yes over the successor (it is
+  about something else: graphiti#1728) or the successor is unsupported or contradicted; justified
+  when it conflicts and is supported; ambiguous otherwise (its own label unknown or ambiguous);
 - update: justified when the new version keeps every obligation of the old, or every one it drops
   has U or F yes; ambiguous when a dropped one is not determinate; else unjustified (the update lost
   a memory that still held).
@@ -293,20 +290,15 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
         lost = next(r for r in dropped if not superseded(r))
         return "unjustified", f"it drops {lost['obligation']!r}, which no later turn supersedes", []
     if case.successor is not None:
-        # it replaces the target when, over the successor alone, an obligation no longer holds; or
-        # when the later turn that supersedes an obligation is one the successor cites (same event)
-        source = set(case.successor.citations)
-        via = [r for r in after if r["d"] and r["u"] and source & set(deciding([{**r, "f": False}]))]
-        conflict = [r for r in rows.get("successor", []) if r["d"] and r["u"]] + via
+        conflict = [r for r in rows.get("successor", []) if r["d"] and r["u"]]
         if not conflict:
             return ("unjustified", "the successor does not replace any obligation of the target "
                     "(another subject or slot)", [])
-        turns = deciding([{**r, "f": False} for r in via])
         if successor_label == "supported":
-            return "justified", "the successor replaces the target and is supported", turns
+            return "justified", "the successor replaces the target and is supported", []
         if successor_label in ("unsupported", "contradicted"):
-            return "unjustified", f"the successor replaces the target but is {successor_label}", turns
-        return "ambiguous", f"the successor's own label is {successor_label or 'unknown'}", turns
+            return "unjustified", f"the successor replaces the target but is {successor_label}", []
+        return "ambiguous", f"the successor's own label is {successor_label or 'unknown'}", []
     hit = [r for r in after if superseded(r)]
     if hit:
         what = "a request to forget it" if any(r["f"] for r in hit) and not any(r["u"] for r in hit) else \

@@ -134,11 +134,6 @@ def test_the_label_rule_table(tmp_path):
     assert lifecycle.label(succ, s, "contradicted")[0] == "unjustified"
     assert lifecycle.label(succ, s, None)[0] == "ambiguous"
     assert lifecycle.label(succ, {"after": [_row(u=True)], "successor": [_row()]}, "supported")[0] == "unjustified"
-    # the later turn that supersedes the target is one the successor cites (w4 cites t5): it replaces it
-    via = {"after": [{**_row(u=True), "passages": ["t5"]}], "successor": [_row()]}
-    assert lifecycle.label(succ, via, "supported") == ("justified", "the successor replaces the target and is "
-                                                       "supported", ["t5"])
-    assert lifecycle.label(succ, via, "unsupported")[0] == "unjustified"
     kept = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": True}]}
     assert lifecycle.label(upd, kept)[0] == "justified"  # keeps everything
     dropped = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": False}]}
