@@ -273,8 +273,9 @@ def add_slots(cals: list[dict[str, Any]], rest: Sequence[tuple[Backend, str, Any
     once the annotators before it separate their own S items, and say why the slot check is off
     (None: on). The check needs both annotators (`slot_check_off`), so when A cannot tell B's S items
     are never scored, and the adjudicator's only when both can: the same thresholds and the same
-    decision as scoring them all, for a third of the calibration's tokens less on a judge that cannot
-    (Qwen2.5-Coder-1.5B on LoCoMo). `cals[k]["thresholds"]` gains "s" in place."""
+    decision as scoring them all, and B's 3n S prompts never computed on a judge whose A cannot
+    (Qwen2.5-Coder-1.5B on LoCoMo; the saving there is not yet measured: bench_calibration.py).
+    `cals[k]["thresholds"]` gains "s" in place."""
     for k, (backend, variant, task) in enumerate(rest, start=1):
         if why := slot_check_off(cals[:k]):  # B needs A to separate; the adjudicator needs A and B
             return why
