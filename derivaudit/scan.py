@@ -22,6 +22,7 @@ from typing import Any
 from . import __version__, calibrate, conflicts, gold, runs, templates
 from .annotate import (
     PARSE_RULES,
+    SUBSET_RULES,
     Annotation,
     Annotator,
     Decomposition,
@@ -261,7 +262,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
     # -- primitives (both views, two annotators, adjudication)
     t0 = time.time()
     fp_prim = _fp(fp_obl, [x.describe() for x in annotators],
-                  prompts_fingerprint("der_", "adjudicate", "evidence", "null_"), RULES)
+                  prompts_fingerprint("der_", "adjudicate", "evidence", "null_"), RULES, SUBSET_RULES)
     st = Stage(run, "primitives", fp_prim, meta)
     by_write = {d.write_id: d for d in decs}
     view_of = {v.write.write_id: v for v in views}

@@ -32,6 +32,7 @@ class RuleBackend(Backend):
         self.usage = Usage()
         self.subset_answer = subset_answer
         self.seen: list[Prompt] = []
+        self.generated: list[Prompt] = []  # the prompts of generate (subset answers)
 
     def identity(self) -> dict[str, Any]:
         return {"backend": self.name, "model": "rule"}
@@ -67,4 +68,5 @@ class RuleBackend(Backend):
 
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 256, json_schema: Any = None,
                  stop: Sequence[str] = ()) -> list[str]:
+        self.generated.extend(prompts)
         return [self.subset_answer for _ in prompts]

@@ -47,6 +47,21 @@ def test_the_closest_passages_rescue_a_misnamed_subset():
     assert any("passages [1] alone do not imply it" in n for n in x.final.notes)
 
 
+def test_a_one_passage_view_is_its_own_subset_and_the_subset_is_not_asked():
+    # the annotator names a passage that does not exist (what a 1.5B judge does on one-turn views):
+    # with one passage there is one subset, so nothing is generated and the yes stands on [1]
+    be = RuleBackend("2")
+    a, b = Annotator("A", be, "a", {}), Annotator("B", be, "b", {})
+    it = Item(Obligation("w#o1", "w", "fact", None, "Ann adopted a grey cat."), W, "citation_only", T[1:2])
+    (x,) = annotate([it], a, b, Annotator("adjudicator", be, "a"))
+    assert x.final.e is True and x.final.e_subset == [1] and x.label == "supported"
+    assert not any("do not exist" in n for n in x.final.notes)
+    assert not be.generated  # no subset was asked for
+    # over two passages the same answer is still an error, and the yes is lost
+    x, _ = _run("7")
+    assert x.final.e is False and any("do not exist" in n for n in x.final.notes)
+
+
 def test_lexical_subset():
     it = _item("Ann adopted a grey cat.")
     assert lexical_subset(it, 1) == [2] and lexical_subset(it, 3) == [1, 2]  # never the whole view
