@@ -17,14 +17,17 @@ target's write point up to the operation point ("the after view"):
 - F: does someone in the after turns ask to forget it? yes/no.
 An update's change is audited too: the old version's obligations are checked against the new
 text with the write audit's own E ("kept": does the new version state it?); what it drops or
-changes must be superseded by the after turns. A successor is checked with U over the successor
-alone ("does it replace this?") and must itself be supported.
+changes must be superseded by the after turns. A successor is checked with U over the turns it
+cites after the target's write (what it derives from must end the target; its own text when it
+cites none of them) and must itself be supported. (U over the successor's text alone said no to
+"Priya moved to Seattle" against "Priya lives in Denver": the judge reads turns better than a
+one-line memory.)
 
 Label rule (fixed; no typed label):
 - delete / invalidate, no successor: justified when some determinate obligation has U or F yes;
   else ambiguous when some obligation is not determinate; else unjustified (collateral);
-- with a successor: unjustified when no determinate obligation has U yes over the successor (it is
-  about something else: graphiti#1728) or the successor is unsupported or contradicted; justified
+- with a successor: unjustified when no determinate obligation has U yes over the successor's
+  evidence (it is about something else: graphiti#1728) or the successor is unsupported or contradicted; justified
   when it conflicts and is supported; ambiguous otherwise (its own label unknown or ambiguous);
 - update: justified when the new version keeps every obligation of the old, or every one it drops
   has U or F yes; ambiguous when a dropped one is not determinate; else unjustified (the update lost
@@ -130,6 +133,19 @@ def after_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES) -> list[T
             break
         keep.add(window[i].turn_id)
     return [t for t in window if t.turn_id in keep]
+
+
+def successor_turns(log: MemoryLog, case: Case) -> list[Turn]:
+    """The evidence a successor replaces its target on: the turns it cites after the target's write
+    point (up to the operation point): a successor supersedes its target when what it derives from
+    ends the target (same subject, same slot). A successor that cites none of them is read from its
+    own text."""
+    assert case.successor is not None
+    conv = log.conversations[case.conversation_id]
+    lo, hi = conv.position[case.target.last_seen_turn], conv.position[case.point]
+    cited = set(case.successor.citations)
+    turns = [t for t in conv.turns[lo + 1 : hi + 1] if t.turn_id in cited]
+    return turns or [as_passage(case.successor)]
 
 
 def as_passage(w: Write, order: int = 0) -> Turn:
@@ -257,7 +273,7 @@ def items_for(log: MemoryLog, case: Case, obligations: Sequence[Obligation],
     after = after_turns(log, case)
     out: dict[str, list[Item]] = {"after": [AfterItem(o, case.target, "after", after) for o in obligations]}
     if case.successor is not None:
-        out["successor"] = [AfterItem(o, case.target, "successor", [as_passage(case.successor)]) for o in obligations]
+        out["successor"] = [AfterItem(o, case.target, "successor", successor_turns(log, case)) for o in obligations]
     if case.new is not None:
         out["kept"] = [Item(o, case.target, new_obligations_view, [as_passage(case.new)]) for o in obligations]
     return out

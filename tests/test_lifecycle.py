@@ -115,6 +115,19 @@ def test_every_rule_end_to_end_on_a_crafted_log(tmp_path):
     assert [u["case_id"] for u in rep["unjustified"]] == ["o3", "o4", "update:w5"]
 
 
+def test_a_successor_is_judged_on_the_turns_it_cites_after_its_target(tmp_path):
+    log = _log(tmp_path)
+    cs = {c.case_id: c for c in lifecycle.cases(log)}
+    # w4 cites t5, after w7's write point (t3) and up to the operation point (t6)
+    assert [t.turn_id for t in lifecycle.successor_turns(log, cs["o5"])] == ["t5"]
+    items = lifecycle.items_for(log, cs["o5"], _obligations(log)["w7"])
+    assert [t.turn_id for t in items["successor"][0].passages] == ["t5"]
+    # a successor citing only turns before the target's write point is read from its own text
+    early = lifecycle.Case("x", "invalidate", cs["o5"].target, "t6", successor=log.writes[0])
+    (p,) = lifecycle.successor_turns(log, early)
+    assert p.turn_id == "w1" and p.speaker == "memory" and p.text == "Erin is allergic to peanuts"
+
+
 def _row(d=True, u=False, f=False, oid="x.1"):
     return {"obligation_id": oid, "obligation": "text", "passages": ["t9"], "d": d, "u": u, "f": f,
             "u_subset": [1] if u else [], "f_subset": [1] if f else []}
@@ -202,7 +215,8 @@ def test_the_cli_scan_judges_the_gold_fixtures_operations_on_a_real_model(tmp_pa
         assert x["label"] in ("justified", "unjustified", "ambiguous") and x["why"]
         assert x["rows"]["after"] and all(o["passages"] for o in x["rows"]["after"])
     succ = [x for x in rows if x["successor"]]
-    assert succ and all(x["rows"]["successor"][0]["passages"] == ["l-fish"] for x in succ)
+    # the successor l-fish is judged on the turn it cites (leo-t5), not on its one-line text
+    assert succ and all(x["rows"]["successor"][0]["passages"] == ["leo-t5"] for x in succ)
     assert json.loads(r.stdout)["lifecycle"]["gold"]["n"] == 7
     rep = tmp_path / "rep.json"
     gate = CliRunner().invoke(app, ["report", str(run), "--format", "json", "-o", str(rep),
