@@ -23,8 +23,13 @@ cites none of them) and must itself be supported. (U over the successor's text a
 "Priya moved to Seattle" against "Priya lives in Denver": the judge reads turns better than a
 one-line memory.)
 
+An obligation with U yes is asked once more, with the write audit's E, over the turns after the
+last superseding one ("held"): when they say it holds, the latest word is that it holds, and U's yes
+does not supersede it.
+
 Label rule (fixed; no typed label):
-- delete / invalidate, no successor: justified when some determinate obligation has U or F yes;
+- delete / invalidate, no successor: justified when some determinate obligation has U (not held
+  again) or F yes;
   else ambiguous when some obligation is not determinate; else unjustified (collateral);
 - with a successor: unjustified when no determinate obligation has U yes over the successor's
   evidence (it is about something else: graphiti#1728) or the successor is unsupported or contradicted; justified
@@ -113,12 +118,12 @@ def cases(log: MemoryLog, conversations: Sequence[str] | None = None) -> list[Ca
     return out
 
 
-def after_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES) -> list[Turn]:
-    """The turns after the target's write point up to the operation point, in time order: all of
-    them when they fit, else the operation's citations and the turns BM25 ranks highest for the
-    target text (those sharing a word with it)."""
+def after_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES, since: str | None = None) -> list[Turn]:
+    """The turns after the target's write point (or after turn `since`) up to the operation point,
+    in time order: all of them when they fit, else the operation's citations and the turns BM25
+    ranks highest for the target text (those sharing a word with it)."""
     conv = log.conversations[case.conversation_id]
-    lo, hi = conv.position[case.target.last_seen_turn], conv.position[case.point]
+    lo, hi = conv.position[since or case.target.last_seen_turn], conv.position[case.point]
     window = conv.turns[lo + 1 : hi + 1]
     if len(window) <= limit:
         return list(window)
@@ -146,6 +151,22 @@ def successor_turns(log: MemoryLog, case: Case) -> list[Turn]:
     cited = set(case.successor.citations)
     turns = [t for t in conv.turns[lo + 1 : hi + 1] if t.turn_id in cited]
     return turns or [as_passage(case.successor)]
+
+
+def held_item(log: MemoryLog, case: Case, row: dict[str, Any], items: dict[str, list[Item]]) -> Item | None:
+    """For an obligation the after turns supersede (U yes on a checked subset): the write audit's E
+    over the turns after the last superseding one, up to the operation point. The latest turn that
+    speaks to a fact decides whether it holds when the store acts (seed 004: a later statement is an
+    update), so a fact said to hold again ("my allergy is as bad as ever") is not superseded."""
+    if not (row["u"] and row["u_subset"]):
+        return None
+    conv = log.conversations[case.conversation_id]
+    last = max((row["passages"][n - 1] for n in row["u_subset"] if 0 < n <= len(row["passages"])),
+               key=lambda t: conv.position[t], default=None)
+    if last is None or conv.position[last] >= conv.position[case.point]:
+        return None
+    item = next(it for it in items["after"] if it.obligation.obligation_id == row["obligation_id"])
+    return Item(item.obligation, case.target, "held", after_turns(log, case, since=last))
 
 
 def as_passage(w: Write, order: int = 0) -> Turn:
@@ -285,7 +306,7 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
     after = rows.get("after", [])
 
     def superseded(r: dict[str, Any]) -> bool:
-        return bool(r["d"]) and bool(r["u"] or r["f"])
+        return bool(r["d"]) and bool((r["u"] and not r.get("held")) or r["f"])
 
     def deciding(rs: Sequence[dict[str, Any]]) -> list[str]:
         out: list[str] = []
@@ -322,6 +343,10 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
         return "justified", f"{what}", deciding(hit)
     if not after or any(r["d"] is not True for r in after):
         return "ambiguous", "the target is not determinate", []
+    again = [r for r in after if r["u"] and r.get("held")]
+    if again:
+        return ("unjustified", "a later turn seemed to supersede it, but a turn after that says it holds "
+                f"({', '.join(again[0].get('held_turns', []))})", [])
     return "unjustified", "no later turn supersedes or refutes it, and nobody asked to forget it", []
 
 
@@ -436,16 +461,21 @@ def judge(log: MemoryLog, todo: Sequence[Case], obligations: dict[str, Sequence[
     per = [items_for(log, c, obligations[c.target.write_id]) for c in todo]
     after = [(ci, part, it) for ci, d in enumerate(per) for part in ("after", "successor") for it in d.get(part, [])]
     judged = judge_after([it for _, _, it in after], a, b, adj, ask_f=[part == "after" for _, part, _ in after])
-    kept = [(ci, it) for ci, d in enumerate(per) for it in d.get("kept", [])]
-    anns = annotate([it for _, it in kept], a, b, adj) if kept else []
     results = [Result(c) for c in todo]
     for (ci, part, _), j in zip(after, judged, strict=True):
         results[ci].rows.setdefault(part, []).append(j.to_dict())
-    for (ci, it), x in zip(kept, anns, strict=True):
+    kept = [(ci, it) for ci, d in enumerate(per) for it in d.get("kept", [])]
+    held = [(row, it) for ci, c in enumerate(todo) for row in results[ci].rows.get("after", [])
+            if (it := held_item(log, c, row, per[ci])) is not None]
+    anns = annotate([it for _, it in kept] + [it for _, it in held], a, b, adj) if kept or held else []
+    for (ci, it), x in zip(kept, anns[: len(kept)], strict=True):
         f = x.final
         results[ci].rows.setdefault("kept", []).append(
             {"obligation_id": it.obligation.obligation_id, "obligation": it.obligation.text, "e": f.e,
              "label": x.label})
+    for (row, it), x in zip(held, anns[len(kept):], strict=True):
+        row["held"] = x.label == "supported"
+        row["held_turns"] = [t.turn_id for t in it.passages]
     for r in results:
         succ = write_labels.get(r.case.successor.write_id) if r.case.successor else None
         r.label, r.why, r.deciding = label(r.case, r.rows, succ)

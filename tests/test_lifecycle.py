@@ -128,6 +128,33 @@ def test_a_successor_is_judged_on_the_turns_it_cites_after_its_target(tmp_path):
     assert p.turn_id == "w1" and p.speaker == "memory" and p.text == "Erin is allergic to peanuts"
 
 
+def test_a_fact_said_to_hold_again_after_it_changed_is_not_superseded(tmp_path):
+    turns = ["I am allergic to shellfish.", "That changed, I am no longer allergic to shellfish.",
+             "Actually I am allergic to shellfish after all, the test was wrong.", "Nice weather today."]
+    rows = [{"type": "header", "schema_version": 1}]
+    rows += [{"type": "turn", "conversation_id": "c", "turn_id": f"t{i + 1}", "order": i, "speaker": "Erin",
+              "text": x} for i, x in enumerate(turns)]
+    for w in ("w1", "w2"):
+        rows.append({"type": "write", "write_id": w, "conversation_id": "c", "text": "Erin is allergic to shellfish",
+                     "citations": ["t1"], "last_seen_turn": "t1"})
+    rows += [{"type": "operation", "operation_id": "late", "conversation_id": "c", "kind": "delete", "target": "w1",
+              "last_seen_turn": "t4"},
+             {"type": "operation", "operation_id": "early", "conversation_id": "c", "kind": "delete", "target": "w2",
+              "last_seen_turn": "t2"}]
+    p = tmp_path / "log.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    log = load_log(p)
+    be = LifecycleRule()
+    a, b, adj = Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")
+    res = {r.case.case_id: r for r in lifecycle.judge(log, lifecycle.cases(log), _obligations(log), a, b, adj)}
+    late, early = res["late"], res["early"]
+    # both see t2 say it changed (U yes on [t2]); only the later operation saw t3 say it holds again
+    assert late.rows["after"][0]["u"] and late.rows["after"][0]["held"] is True
+    assert late.rows["after"][0]["held_turns"] == ["t3", "t4"]
+    assert late.label == "unjustified" and "says it holds" in late.why and "t3" in late.why
+    assert early.label == "justified" and "held" not in early.rows["after"][0]  # nothing after t2 to ask
+
+
 def _row(d=True, u=False, f=False, oid="x.1"):
     return {"obligation_id": oid, "obligation": "text", "passages": ["t9"], "d": d, "u": u, "f": f,
             "u_subset": [1] if u else [], "f_subset": [1] if f else []}
