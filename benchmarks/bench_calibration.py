@@ -85,6 +85,12 @@ def main() -> None:
         c1[0]["thresholds"].get("s") == c0[0]["thresholds"].get("s")
     print(f"staged / all: tokens {t1 / max(1, t0):.2f}x, seconds {s1 / max(1e-9, s0):.2f}x; "
           f"same E/R thresholds and A's S: {same}; same decision: {(w1 is None) == (w0 is None)}")
+    for role, a, b in zip(("A", "B", "adjudicator"), c1, c0, strict=True):
+        for k in sorted(set(a["thresholds"]) & set(b["thresholds"])):
+            x, y = a["thresholds"][k], b["thresholds"][k]
+            if x != y:
+                print(f"  {role} {k}: staged {x.value:.4f} (AUC {x.auc}, TPR {x.tpr}) vs all {y.value:.4f} "
+                      f"(AUC {y.auc}, TPR {y.tpr}): |diff| {abs(x.value - y.value):.2e}")
 
 
 if __name__ == "__main__":
