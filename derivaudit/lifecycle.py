@@ -69,6 +69,9 @@ from .models.base import Backend, Prompt
 from .records import MAX_PASSAGES, MemoryLog, Turn, Write
 
 OUTSIDE = ("api", "ui")  # origins the store records as not from the conversation
+# The version of the operation rules (which items are asked, and the label rule): part of the
+# lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
+RULES = "successor-evidence-1, held-1"
 QUESTIONS = {"e": "op_f", "r": "op_u"}  # F sits in E's place, U in R's (same reading: yes/no, 3-way)
 ADJUDICATE = {"e": "adjudicate_op_f", "r": "adjudicate_op_u"}
 POLARITY = {"e": "asked to be forgotten", "r": "no longer true"}

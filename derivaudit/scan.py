@@ -345,7 +345,7 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
     a, b, adj = annotators
     t0 = time.time()
     fp = _fp(fp_prim, [(c.case_id, c.target.write_id, c.point) for c in cases],
-             prompts_fingerprint("op_", "adjudicate_op", "der_", "adjudicate"))
+             prompts_fingerprint("op_", "adjudicate_op", "der_", "adjudicate"), lifecycle.RULES)
     st = Stage(run, runs.LIFECYCLE.removesuffix(".jsonl"), fp, meta)
     if done(st):
         rows = st.load()
