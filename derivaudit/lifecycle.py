@@ -121,13 +121,17 @@ def cases(log: MemoryLog, conversations: Sequence[str] | None = None) -> list[Ca
     return out
 
 
+def _window(log: MemoryLog, case: Case, since: str | None = None) -> Sequence[Turn]:
+    """Every turn after the target's write point (or after turn `since`) up to the operation point."""
+    conv = log.conversations[case.conversation_id]
+    return conv.turns[conv.position[since or case.target.last_seen_turn] + 1 : conv.position[case.point] + 1]
+
+
 def after_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES, since: str | None = None) -> list[Turn]:
     """The turns after the target's write point (or after turn `since`) up to the operation point,
     in time order: all of them when they fit, else the operation's citations and the turns BM25
     ranks highest for the target text (those sharing a word with it)."""
-    conv = log.conversations[case.conversation_id]
-    lo, hi = conv.position[since or case.target.last_seen_turn], conv.position[case.point]
-    window = conv.turns[lo + 1 : hi + 1]
+    window = _window(log, case, since)
     if len(window) <= limit:
         return list(window)
     keep = {t.turn_id for t in window if t.turn_id in case.citations}
@@ -149,26 +153,22 @@ def successor_turns(log: MemoryLog, case: Case) -> list[Turn]:
     ends the target (same subject, same slot). A successor that cites none of them is read from its
     own text."""
     assert case.successor is not None
-    conv = log.conversations[case.conversation_id]
-    lo, hi = conv.position[case.target.last_seen_turn], conv.position[case.point]
     cited = set(case.successor.citations)
-    turns = [t for t in conv.turns[lo + 1 : hi + 1] if t.turn_id in cited]
-    return turns or [as_passage(case.successor)]
+    return [t for t in _window(log, case) if t.turn_id in cited] or [as_passage(case.successor)]
 
 
-def held_item(log: MemoryLog, case: Case, row: dict[str, Any], items: dict[str, list[Item]]) -> Item | None:
+def held_item(log: MemoryLog, case: Case, row: dict[str, Any], item: Item) -> Item | None:
     """For an obligation the after turns supersede (U yes on a checked subset): the write audit's E
     over the turns after the last superseding one, up to the operation point. The latest turn that
     speaks to a fact decides whether it holds when the store acts (seed 004: a later statement is an
     update), so a fact said to hold again ("my allergy is as bad as ever") is not superseded."""
     if not (row["u"] and row["u_subset"]):
         return None
-    conv = log.conversations[case.conversation_id]
-    last = max((row["passages"][n - 1] for n in row["u_subset"] if 0 < n <= len(row["passages"])),
-               key=lambda t: conv.position[t], default=None)
-    if last is None or conv.position[last] >= conv.position[case.point]:
+    position = log.conversations[case.conversation_id].position
+    last = max((item.passages[n - 1].turn_id for n in row["u_subset"] if 0 < n <= len(item.passages)),
+               key=position.__getitem__, default=None)
+    if last is None or position[last] >= position[case.point]:
         return None
-    item = next(it for it in items["after"] if it.obligation.obligation_id == row["obligation_id"])
     return Item(item.obligation, case.target, "held", after_turns(log, case, since=last))
 
 
@@ -465,11 +465,13 @@ def judge(log: MemoryLog, todo: Sequence[Case], obligations: dict[str, Sequence[
     after = [(ci, part, it) for ci, d in enumerate(per) for part in ("after", "successor") for it in d.get(part, [])]
     judged = judge_after([it for _, _, it in after], a, b, adj, ask_f=[part == "after" for _, part, _ in after])
     results = [Result(c) for c in todo]
-    for (ci, part, _), j in zip(after, judged, strict=True):
-        results[ci].rows.setdefault(part, []).append(j.to_dict())
+    held = []
+    for (ci, part, it), j in zip(after, judged, strict=True):
+        row = j.to_dict()
+        results[ci].rows.setdefault(part, []).append(row)
+        if part == "after" and (h := held_item(log, todo[ci], row, it)) is not None:
+            held.append((row, h))
     kept = [(ci, it) for ci, d in enumerate(per) for it in d.get("kept", [])]
-    held = [(row, it) for ci, c in enumerate(todo) for row in results[ci].rows.get("after", [])
-            if (it := held_item(log, c, row, per[ci])) is not None]
     anns = annotate([it for _, it in kept] + [it for _, it in held], a, b, adj) if kept or held else []
     for (ci, it), x in zip(kept, anns[: len(kept)], strict=True):
         f = x.final
