@@ -594,9 +594,16 @@ def _slot_checks(jobs: Sequence[_Job], wanted: Callable[[int, str], bool], index
 
 def _rescore_subsets(checks: Sequence[tuple[_Job, str, list[int]]], what: str = ""):
     """Ask each yes again over its subset alone; record the subset and score; return the failures,
-    each with its note (the caller adds it, so "not a yes" lands on the note of that primitive)."""
-    scores = score_all([(job.backend, _prompt(job.item.subset_shared(nums), job.task(which)))
-                        for job, which, nums in checks])
+    each with its note (the caller adds it, so "not a yes" lands on the note of that primitive). A
+    subset that is the whole view is the question already asked: its score is reused, not recomputed
+    (a one-passage view's subset always is)."""
+    def whole(job: _Job, nums: list[int]) -> bool:
+        return nums == list(range(1, len(job.item.passages) + 1))
+
+    asked = [(job, which, nums) for job, which, nums in checks if not whole(job, nums)]
+    fresh = iter(score_all([(job.backend, _prompt(job.item.subset_shared(nums), job.task(which)))
+                            for job, which, nums in asked]))
+    scores = [Score(job.prim.scores[which]) if whole(job, nums) else next(fresh) for job, which, nums in checks]
     failed = []
     for (job, which, nums), sc in zip(checks, scores, strict=True):
         job.prim.scores[f"{which}_subset"] = sc.logodds

@@ -57,6 +57,9 @@ def test_a_one_passage_view_is_its_own_subset_and_the_subset_is_not_asked():
     assert x.final.e is True and x.final.e_subset == [1] and x.label == "supported"
     assert not any("do not exist" in n for n in x.final.notes)
     assert not be.generated  # no subset was asked for
+    # nor rescored: the subset is the whole view, whose E score (A's and B's) is reused
+    assert x.final.scores["e_subset"] == x.final.scores["e"]
+    assert sum(p.shared == it.shared for p in be.seen) == 4  # E and R, by A and by B, once each
     # over two passages the same answer is still an error, and the yes is lost
     x, _ = _run("7")
     assert x.final.e is False and any("do not exist" in n for n in x.final.notes)
