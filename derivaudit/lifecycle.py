@@ -14,7 +14,11 @@ target's write point up to the operation point ("the after view"):
   longer holds / not said" choice, like R, separated nothing on real operations for
   Qwen2.5-Coder-1.5B (AUC 0.20 on the fixture's 12 operations against 0.89 for this form: its
   scores sat within 0.3 of each other whatever the later turns said);
-- F: does someone in the after turns ask to forget it? yes/no.
+- F: does someone ask to forget it? yes/no, asked over the after turns that make a request to
+  forget, delete or stop keeping something (`FORGET`, the request's own verbs: a request to forget
+  is a speech act that names its act) and only those; with none, F is no without asking. Over the
+  whole after view the judge read "forget" into any turn about the fact ("Sam is thinking about
+  trying painting": F yes) and missed a plain request among other turns.
 An update's change is audited too: the old version's obligations are checked against the new
 text with the write audit's own E ("kept": does the new version state it?); what it drops or
 changes must be superseded by the after turns. A successor is checked with U over the turns it
@@ -23,13 +27,16 @@ cites none of them) and must itself be supported. (U over the successor's text a
 "Priya moved to Seattle" against "Priya lives in Denver": the judge reads turns better than a
 one-line memory.)
 
-An obligation with U yes is asked once more, with the write audit's E, over the turns after the
-last superseding one ("held"): when they say it holds, the latest word is that it holds, and U's yes
-does not supersede it.
+An obligation with U yes is audited once more as a write (the write audit's own primitives and
+label) over the superseding turns and every turn after them up to the operation point ("held"):
+when the judge calls it supported there, the turns it read as ending the fact state it, or a later
+one says it holds again ("my allergy is as bad as ever"); either way the latest word is not that
+it ended, and U's yes does not supersede it. (Only the turns after the last superseding one were
+asked before: the judge names the restating turn itself as superseding, so nothing was left.)
 
 Label rule (fixed; no typed label):
-- delete / invalidate, no successor: justified when some determinate obligation has U (not held
-  again) or F yes;
+- delete / invalidate, no successor: justified when some determinate obligation has U (not held)
+  or F yes;
   else ambiguous when some obligation is not determinate; else unjustified (collateral);
 - with a successor: unjustified when no determinate obligation has U yes over the successor's
   evidence (it is about something else: graphiti#1728) or the successor is unsupported or contradicted; justified
@@ -46,6 +53,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -71,7 +79,13 @@ from .records import MAX_PASSAGES, MemoryLog, Turn, Write
 OUTSIDE = ("api", "ui")  # origins the store records as not from the conversation
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
-RULES = "successor-evidence-1, held-1"
+RULES = "successor-evidence-1, held-2, forget-turns-1"
+# A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
+# ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
+# and F answers it.)
+FORGET = re.compile(r"\b(?:forget|delete|erase|remove|wipe|unsave)\b|\b(?:do not|don['’]?t|never|stop|no longer)"
+                    r"\s+(?:keep(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|record(?:ing)?|track(?:ing)?|remembering)\b",
+                    re.IGNORECASE)
 QUESTIONS = {"e": "op_f", "r": "op_u"}  # F sits in E's place, U in R's (same reading: yes/no, 3-way)
 ADJUDICATE = {"e": "adjudicate_op_f", "r": "adjudicate_op_u"}
 POLARITY = {"e": "asked to be forgotten", "r": "no longer true"}
@@ -127,14 +141,15 @@ def _window(log: MemoryLog, case: Case, since: str | None = None) -> Sequence[Tu
     return conv.turns[conv.position[since or case.target.last_seen_turn] + 1 : conv.position[case.point] + 1]
 
 
-def after_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES, since: str | None = None) -> list[Turn]:
+def after_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES, since: str | None = None,
+                keep: Sequence[str] = ()) -> list[Turn]:
     """The turns after the target's write point (or after turn `since`) up to the operation point,
-    in time order: all of them when they fit, else the operation's citations and the turns BM25
-    ranks highest for the target text (those sharing a word with it)."""
+    in time order: all of them when they fit, else the operation's citations, the turns in `keep`
+    and the turns BM25 ranks highest for the target text (those sharing a word with it)."""
     window = _window(log, case, since)
     if len(window) <= limit:
         return list(window)
-    keep = {t.turn_id for t in window if t.turn_id in case.citations}
+    keep = {t.turn_id for t in window if t.turn_id in case.citations or t.turn_id in keep}
     query = tokenize(case.target.text)
     bm25 = BM25Okapi([tokenize(t.text) or ["\0"] for t in window])
     scores = bm25.get_scores(query)
@@ -157,19 +172,28 @@ def successor_turns(log: MemoryLog, case: Case) -> list[Turn]:
     return [t for t in _window(log, case) if t.turn_id in cited] or [as_passage(case.successor)]
 
 
+def forget_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES) -> list[Turn]:
+    """The turns after the target's write point, up to the operation point, that make a request to
+    forget, delete or stop keeping something (`FORGET`): the only turns that can be the request F
+    asks about. The latest `limit` when there are more."""
+    return [t for t in _window(log, case) if FORGET.search(t.text)][-limit:]
+
+
 def held_item(log: MemoryLog, case: Case, row: dict[str, Any], item: Item) -> Item | None:
-    """For an obligation the after turns supersede (U yes on a checked subset): the write audit's E
-    over the turns after the last superseding one, up to the operation point. The latest turn that
-    speaks to a fact decides whether it holds when the store acts (seed 004: a later statement is an
-    update), so a fact said to hold again ("my allergy is as bad as ever") is not superseded."""
+    """For an obligation the after turns supersede (U yes on a checked subset): the write audit over
+    the superseding turns and every turn after them, up to the operation point. The latest turns that
+    speak to a fact decide whether it holds when the store acts (seed 004: a later statement is an
+    update): a fact those turns state, or say holds again ("my allergy is as bad as ever"), is not
+    superseded by them."""
     if not (row["u"] and row["u_subset"]):
         return None
     position = log.conversations[case.conversation_id].position
-    last = max((item.passages[n - 1].turn_id for n in row["u_subset"] if 0 < n <= len(item.passages)),
-               key=position.__getitem__, default=None)
-    if last is None or position[last] >= position[case.point]:
+    first = min((item.passages[n - 1].turn_id for n in row["u_subset"] if 0 < n <= len(item.passages)),
+                key=position.__getitem__, default=None)
+    if first is None:
         return None
-    return Item(item.obligation, case.target, "held", after_turns(log, case, since=last))
+    since = log.conversations[case.conversation_id].turns[position[first] - 1].turn_id  # after the write point
+    return Item(item.obligation, case.target, "held", after_turns(log, case, since=since, keep=(first,)))
 
 
 def as_passage(w: Write, order: int = 0) -> Turn:
@@ -256,11 +280,14 @@ class Judged:
                 "d": f.d, "f": f.e, "u": f.r, "f_subset": f.e_subset, "u_subset": f.r_subset}
 
 
+ASKED = {"after": frozenset("dr"), "successor": frozenset("dr"), "forget": frozenset("de")}  # D with U or F
+
+
 def judge_after(items: Sequence[Item], a: Annotator, b: Annotator, adj: Annotator,
-                ask_f: Sequence[bool] | None = None) -> list[Judged]:
+                asked: Sequence[frozenset[str]] | None = None) -> list[Judged]:
     """D, F and U from two annotators; disputes go to the adjudicator, blinded and in seeded order.
-    `ask_f[k]` False leaves F unasked for item k (a successor is not a conversation turn)."""
-    asked = [frozenset({"d", "e", "r"} if (ask_f is None or ask_f[k]) else {"d", "r"}) for k in range(len(items))]
+    `asked[k]` limits item k to some of "d", "e" (F) and "r" (U) (default: its view's `ASKED`)."""
+    asked = list(asked) if asked is not None else [ASKED.get(it.view, frozenset("der")) for it in items]
     pa, pb = _answers(items, [_asker(a), _asker(b)], asked=asked, polarity=POLARITY)
     out = [Judged(items[k], pa[k], pb[k], None) for k in range(len(items))]
     disputed = [(k, frozenset(w for w in ("d", "e", "r") if getattr(pa[k], w) != getattr(pb[k], w)) & asked[k])
@@ -292,12 +319,16 @@ def judge_after(items: Sequence[Item], a: Annotator, b: Annotator, adj: Annotato
 
 def items_for(log: MemoryLog, case: Case, obligations: Sequence[Obligation],
               new_obligations_view: str = "new_version") -> dict[str, list[Item]]:
-    """The items of one case: its target's obligations over the after turns (every case), over the
-    successor (a case with one), and over an update's new version (the write audit's E: kept?)."""
+    """The items of one case: its target's obligations over the after turns (U: every case), over the
+    successor's evidence (U: a case with one), over the after turns that ask to forget something (F: a
+    case without a successor, when there are any) and over an update's new version (the write audit's
+    E: kept?)."""
     after = after_turns(log, case)
     out: dict[str, list[Item]] = {"after": [AfterItem(o, case.target, "after", after) for o in obligations]}
     if case.successor is not None:
         out["successor"] = [AfterItem(o, case.target, "successor", successor_turns(log, case)) for o in obligations]
+    elif asks := forget_turns(log, case):
+        out["forget"] = [AfterItem(o, case.target, "forget", asks) for o in obligations]
     if case.new is not None:
         out["kept"] = [Item(o, case.target, new_obligations_view, [as_passage(case.new)]) for o in obligations]
     return out
@@ -307,15 +338,21 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
           ) -> tuple[str, str, list[str]]:
     """The fixed rule above: (label, why, the deciding turn ids)."""
     after = rows.get("after", [])
+    asks = {r["obligation_id"]: r for r in rows.get("forget", []) if r["f"]}  # F over the request turns
+
+    def ended(r: dict[str, Any]) -> bool:
+        return bool(r["u"]) and not r.get("held")
 
     def superseded(r: dict[str, Any]) -> bool:
-        return bool(r["d"]) and bool((r["u"] and not r.get("held")) or r["f"])
+        return bool(r["d"]) and (ended(r) or r["obligation_id"] in asks)
 
     def deciding(rs: Sequence[dict[str, Any]]) -> list[str]:
         out: list[str] = []
         for r in rs:
-            nums = (r["u_subset"] if r["u"] else []) + (r["f_subset"] if r["f"] else [])
-            out += [r["passages"][n - 1] for n in nums if 0 < n <= len(r["passages"])]
+            for x, nums in ((r, r["u_subset"] if ended(r) else []),
+                            (asks.get(r["obligation_id"]), asks[r["obligation_id"]]["f_subset"]
+                             if r["obligation_id"] in asks else [])):
+                out += [x["passages"][n - 1] for n in nums if 0 < n <= len(x["passages"])]
         return sorted(set(out), key=out.index)
 
     if case.kind == "update":
@@ -341,15 +378,14 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
         return "ambiguous", f"the successor's own label is {successor_label or 'unknown'}", []
     hit = [r for r in after if superseded(r)]
     if hit:
-        what = "a request to forget it" if any(r["f"] for r in hit) and not any(r["u"] for r in hit) else \
-            "a later turn that supersedes it"
+        what = "a later turn that supersedes it" if any(ended(r) for r in hit) else "a request to forget it"
         return "justified", f"{what}", deciding(hit)
     if not after or any(r["d"] is not True for r in after):
         return "ambiguous", "the target is not determinate", []
     again = [r for r in after if r["u"] and r.get("held")]
     if again:
-        return ("unjustified", "a later turn seemed to supersede it, but a turn after that says it holds "
-                f"({', '.join(again[0].get('held_turns', []))})", [])
+        return ("unjustified", "a later turn seemed to supersede it, but read as a write those turns and the "
+                f"ones after them say it holds ({', '.join(again[0].get('held_turns', []))})", [])
     return "unjustified", "no later turn supersedes or refutes it, and nobody asked to forget it", []
 
 
@@ -366,6 +402,11 @@ def forget(t: Turn) -> Turn:
                 f'Please forget that I said "{" ".join(t.text.split())}". Delete it from your memory.', t.time)
 
 
+def keep(t: Turn) -> Turn:
+    return Turn(t.conversation_id, t.turn_id + "~k", t.order, t.speaker,
+                f'Please don\'t forget that I said "{" ".join(t.text.split())}". Keep it in your memory.', t.time)
+
+
 @dataclass(frozen=True)
 class CalItem:
     which: str  # "e" (F) | "r" (U)
@@ -375,10 +416,11 @@ class CalItem:
 
 
 def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> list[CalItem]:
-    """Per statement p (a turn's own words) over the `window` turns after it with one turn put in the
-    middle: U positive (a turn saying p changed), U negatives (p restated: still holds; another
-    conversation's statement: not said); F positive (a turn asking to forget p), F negatives (p
-    changed but not a request; p restated)."""
+    """Per statement p (a turn's own words): over the `window` turns after it with one turn put in the
+    middle, U positive (a turn saying p changed), U negatives (p restated: still holds; another
+    conversation's statement: not said); over one request turn alone, as F meets them (`forget_turns`),
+    F positive (a request to forget p), F negatives (a request to forget another statement; a request
+    not to forget p)."""
     rng = random.Random(seed)
     convs = sorted(log.conversations)
     pool = [(c, i) for c in convs for i, t in enumerate(log.conversations[c].turns[:-1])
@@ -397,11 +439,12 @@ def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> 
             return tuple(later[:mid] + [x] + later[mid:])
 
         s = cal.said(p)
+        q = rng.choice(others) if others else later[-1]
         out += [CalItem("r", s, with_(changed(p)), True), CalItem("r", s, with_(p), False),
-                CalItem("e", s, with_(forget(p)), True), CalItem("e", s, with_(changed(p)), False),
-                CalItem("e", s, with_(p), False)]
+                CalItem("e", s, (forget(p),), True), CalItem("e", s, (forget(q),), False),
+                CalItem("e", s, (keep(p),), False)]
         if others:
-            out.append(CalItem("r", cal.said(rng.choice(others)), tuple(later), False))
+            out.append(CalItem("r", cal.said(q), tuple(later), False))
     return out
 
 
@@ -462,8 +505,8 @@ def judge(log: MemoryLog, todo: Sequence[Case], obligations: dict[str, Sequence[
     own primitives) for all of them together."""
     write_labels = write_labels or {}
     per = [items_for(log, c, obligations[c.target.write_id]) for c in todo]
-    after = [(ci, part, it) for ci, d in enumerate(per) for part in ("after", "successor") for it in d.get(part, [])]
-    judged = judge_after([it for _, _, it in after], a, b, adj, ask_f=[part == "after" for _, part, _ in after])
+    after = [(ci, part, it) for ci, d in enumerate(per) for part in ASKED for it in d.get(part, [])]
+    judged = judge_after([it for _, _, it in after], a, b, adj)
     results = [Result(c) for c in todo]
     held = []
     for (ci, part, it), j in zip(after, judged, strict=True):

@@ -21,11 +21,19 @@ YES, NO = Score(4.0, -0.1, -4.1), Score(-4.0, -4.1, -0.1)
 
 class LifecycleRule(RuleBackend):
     """The rule judge, also answering the lifecycle questions: U yes when the later passages hold
-    the record's words and say it changed; F yes when they hold its words and ask to forget."""
+    the record's words and say it changed; F yes when they hold all its words and ask to forget (not
+"don't forget"). Its E
+    reads the latest passage holding the statement's words: no when that one says it changed."""
 
     def score(self, prompts, k=100):
         out = super().score(prompts, k)
         for i, p in enumerate(prompts):
+            e = re.search(r"^(?:Statement|Claim|Obligation): (?!It is no longer true)(.*)$", p.task, re.M)
+            if e and out[i].logodds > 0 and p.verdict[0] == ("yes",):
+                st = words(e.group(1))
+                lines = [w for line in p.shared.splitlines() if st <= (w := words(line))]
+                if lines and ("changed" in lines[-1] or "longer" in lines[-1]):
+                    out[i] = NO
             f = re.search(r"^(?:Earlier record|Claim recorded before these passages): (.*)$", p.task, re.M)
             u = re.search(r"^(?:Statement|Claim|Obligation): It is no longer true that (.*)\.$", p.task, re.M)
             if not (f or u) or not p.shared:
@@ -33,7 +41,7 @@ class LifecycleRule(RuleBackend):
             st, ev = words((f or u).group(1)), words(p.shared)
             about = bool(st) and len(st & ev) >= max(1, len(st) - 1)
             if f:
-                out[i] = YES if about and "forget" in ev else NO
+                out[i] = YES if st <= ev and re.search(r"(?<!don't )forget", p.shared, re.I) else NO
             else:
                 replaced = "memory" in ev and not st <= ev  # a successor stating another value
                 out[i] = YES if about and ("changed" in ev or "longer" in ev or replaced) else NO
@@ -148,11 +156,13 @@ def test_a_fact_said_to_hold_again_after_it_changed_is_not_superseded(tmp_path):
     a, b, adj = Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")
     res = {r.case.case_id: r for r in lifecycle.judge(log, lifecycle.cases(log), _obligations(log), a, b, adj)}
     late, early = res["late"], res["early"]
-    # both see t2 say it changed (U yes on [t2]); only the later operation saw t3 say it holds again
+    # both see t2 say it changed (U yes on [t2]); the write audit over t2 and after: only the later
+    # operation saw t3 say it holds again
     assert late.rows["after"][0]["u"] and late.rows["after"][0]["held"] is True
-    assert late.rows["after"][0]["held_turns"] == ["t3", "t4"]
-    assert late.label == "unjustified" and "says it holds" in late.why and "t3" in late.why
-    assert early.label == "justified" and "held" not in early.rows["after"][0]  # nothing after t2 to ask
+    assert late.rows["after"][0]["held_turns"] == ["t2", "t3", "t4"]
+    assert late.label == "unjustified" and "say it holds" in late.why and "t3" in late.why
+    assert early.rows["after"][0]["held"] is False and early.rows["after"][0]["held_turns"] == ["t2"]
+    assert early.label == "justified"
 
 
 def _row(d=True, u=False, f=False, oid="x.1"):
@@ -165,7 +175,9 @@ def test_the_label_rule_table(tmp_path):
     c = lifecycle.cases(log)
     plain, succ, upd = c[0], c[3], c[5]
     assert lifecycle.label(plain, {"after": [_row(u=True)]})[0] == "justified"
-    assert lifecycle.label(plain, {"after": [_row(f=True)]})[0] == "justified"
+    asked = {"after": [_row()], "forget": [_row(f=True)]}  # F is read from the request turns' rows
+    assert lifecycle.label(plain, asked) == ("justified", "a request to forget it", ["t9"])
+    assert lifecycle.label(plain, {"after": [_row(f=True)]})[0] == "unjustified"  # F over the after view: unasked
     assert lifecycle.label(plain, {"after": [_row()]})[0] == "unjustified"
     assert lifecycle.label(plain, {"after": [_row(d=False, u=True)]})[0] == "ambiguous"  # not determinate
     assert lifecycle.label(plain, {"after": []})[0] == "ambiguous"
@@ -316,3 +328,33 @@ def test_u_is_the_e_question_about_it_is_no_longer_true():
     assert "Obligation: It is no longer true that Leo is vegetarian." in task
     f_task, _ = lifecycle.question("e", "a", "Leo is vegetarian.")  # F is asked as written
     assert "Earlier record: Leo is vegetarian." in f_task
+
+
+def test_f_is_asked_over_the_turns_that_ask_to_forget_and_only_those(tmp_path):
+    log = _log(tmp_path)
+    cs = {c.case_id: c for c in lifecycle.cases(log)}
+    assert [t.turn_id for t in lifecycle.forget_turns(log, cs["o1"])] == ["t4"]
+    items = lifecycle.items_for(log, cs["o1"], _obligations(log)["w1"])
+    assert [t.turn_id for t in items["forget"][0].passages] == ["t4"]
+    assert "forget" not in lifecycle.items_for(log, cs["o4"], _obligations(log)["w6"])  # a successor: U only
+    hits = [t for t in ("Please forget what I said about my job.", "Can you delete that note?",
+                        "Don’t keep that in your memory.", "Stop storing my address.", "Don't forget my birthday!")
+            if lifecycle.FORGET.search(t)]
+    misses = [t for t in ("I forgot my keys again.", "I don't remember his name.", "We removed the old fence.",
+                          "I keep a diary.") if lifecycle.FORGET.search(t)]
+    assert len(hits) == 5 and misses == []
+    # a request far back in a long after view, sharing no word with the target, is still the F evidence
+    turns = ["I have a dog named Rex."] + ["Please forget all that, thanks."] + [f"Filler {i} about weather."
+                                                                               for i in range(40)]
+    rows = [{"type": "header", "schema_version": 1}]
+    rows += [{"type": "turn", "conversation_id": "c", "turn_id": f"t{i}", "order": i, "speaker": "Erin", "text": x}
+             for i, x in enumerate(turns)]
+    rows += [{"type": "write", "write_id": "w", "conversation_id": "c", "text": "Erin has a dog named Rex",
+              "citations": ["t0"], "last_seen_turn": "t0"},
+             {"type": "operation", "operation_id": "o", "conversation_id": "c", "kind": "delete", "target": "w",
+              "last_seen_turn": f"t{len(turns) - 1}"}]
+    (tmp_path / "long.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    long = load_log(tmp_path / "long.jsonl")
+    (case,) = lifecycle.cases(long)
+    assert "t1" not in [t.turn_id for t in lifecycle.after_turns(long, case)]  # BM25 does not rank it
+    assert [t.turn_id for t in lifecycle.forget_turns(long, case)] == ["t1"]
