@@ -16,7 +16,8 @@ target's write point up to the operation point ("the after view"):
   scores sat within 0.3 of each other whatever the later turns said);
 - F: does someone ask to forget it? yes/no, asked over the after turns that make a request to
   forget, delete or stop keeping something (`FORGET`, the request's own verbs: a request to forget
-  is a speech act that names its act) and only those; with none, F is no without asking. Over the
+  is a speech act that names its act) and refer to the target (a word of it in the request or in
+  the turn just before), and only those; with none, F is no without asking. Over the
   whole after view the judge read "forget" into any turn about the fact ("Sam is thinking about
   trying painting": F yes) and missed a plain request among other turns.
 An update's change is audited too: the old version's obligations are checked against the new
@@ -79,7 +80,7 @@ from .records import MAX_PASSAGES, MemoryLog, Turn, Write
 OUTSIDE = ("api", "ui")  # origins the store records as not from the conversation
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
-RULES = "successor-evidence-1, held-2, forget-turns-1"
+RULES = "successor-evidence-1, held-2, forget-turns-2"
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
 # ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
 # and F answers it.)
@@ -174,9 +175,23 @@ def successor_turns(log: MemoryLog, case: Case) -> list[Turn]:
 
 def forget_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES) -> list[Turn]:
     """The turns after the target's write point, up to the operation point, that make a request to
-    forget, delete or stop keeping something (`FORGET`): the only turns that can be the request F
-    asks about. The latest `limit` when there are more."""
-    return [t for t in _window(log, case) if FORGET.search(t.text)][-limit:]
+    forget, delete or stop keeping something (`FORGET`) and refer to the target: the request, or the
+    turn just before it ("please forget that"), shares a word with the target's text. Only those can
+    be the request F asks about; a request about something else is not a reason to remove this
+    memory (the judge's F hardly tells which record a request names: it said yes to "Leo has
+    something going on" over "Please delete the note about my morning runs"). The latest `limit`."""
+    window = _window(log, case)
+    conv = log.conversations[case.conversation_id]
+    words = set(tokenize(case.target.text))
+    out = []
+    for t in window:
+        if not FORGET.search(t.text):
+            continue
+        i = conv.position[t.turn_id]
+        near = t.text + " " + (conv.turns[i - 1].text if i > 0 else "")
+        if words & set(tokenize(near)):
+            out.append(t)
+    return out[-limit:]
 
 
 def held_item(log: MemoryLog, case: Case, row: dict[str, Any], item: Item) -> Item | None:
