@@ -337,9 +337,9 @@ def test_f_is_asked_over_the_turns_that_ask_to_forget_and_only_those(tmp_path):
     items = lifecycle.items_for(log, cs["o1"], _obligations(log)["w1"])
     assert [t.turn_id for t in items["forget"][0].passages] == ["t4"]
     assert "forget" not in lifecycle.items_for(log, cs["o4"], _obligations(log)["w6"])  # a successor: U only
-    # t4 asks to forget the peanut allergy: no reason to remove the cat (collateral), so not F's evidence
-    assert lifecycle.forget_turns(log, cs["o3"]) == [] and "forget" not in lifecycle.items_for(
-        log, cs["o3"], _obligations(log)["w3"])
+    # t4 asks to forget the peanut allergy (after the cat turn): no reason to remove the night shifts
+    assert lifecycle.forget_turns(log, cs["o2"]) == [] and "forget" not in lifecycle.items_for(
+        log, cs["o2"], _obligations(log)["w2"])
     hits = [t for t in ("Please forget what I said about my job.", "Can you delete that note?",
                         "Don’t keep that in your memory.", "Stop storing my address.", "Don't forget my birthday!")
             if lifecycle.FORGET.search(t)]
