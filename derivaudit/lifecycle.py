@@ -202,12 +202,13 @@ def held_item(log: MemoryLog, case: Case, row: dict[str, Any], item: Item) -> It
     superseded by them."""
     if not (row["u"] and row["u_subset"]):
         return None
-    position = log.conversations[case.conversation_id].position
+    conv = log.conversations[case.conversation_id]
+    position = conv.position
     first = min((item.passages[n - 1].turn_id for n in row["u_subset"] if 0 < n <= len(item.passages)),
                 key=position.__getitem__, default=None)
     if first is None:
         return None
-    since = log.conversations[case.conversation_id].turns[position[first] - 1].turn_id  # after the write point
+    since = conv.turns[position[first] - 1].turn_id  # `first` is after the write point: never turn 0
     return Item(item.obligation, case.target, "held", after_turns(log, case, since=since, keep=(first,)))
 
 
@@ -298,11 +299,10 @@ class Judged:
 ASKED = {"after": frozenset("dr"), "successor": frozenset("dr"), "forget": frozenset("de")}  # D with U or F
 
 
-def judge_after(items: Sequence[Item], a: Annotator, b: Annotator, adj: Annotator,
-                asked: Sequence[frozenset[str]] | None = None) -> list[Judged]:
-    """D, F and U from two annotators; disputes go to the adjudicator, blinded and in seeded order.
-    `asked[k]` limits item k to some of "d", "e" (F) and "r" (U) (default: its view's `ASKED`)."""
-    asked = list(asked) if asked is not None else [ASKED.get(it.view, frozenset("der")) for it in items]
+def judge_after(items: Sequence[Item], a: Annotator, b: Annotator, adj: Annotator) -> list[Judged]:
+    """D with U or F (its view's `ASKED`) from two annotators; disputes go to the adjudicator, blinded
+    and in seeded order."""
+    asked = [ASKED[it.view] for it in items]
     pa, pb = _answers(items, [_asker(a), _asker(b)], asked=asked, polarity=POLARITY)
     out = [Judged(items[k], pa[k], pb[k], None) for k in range(len(items))]
     disputed = [(k, frozenset(w for w in ("d", "e", "r") if getattr(pa[k], w) != getattr(pb[k], w)) & asked[k])
@@ -364,9 +364,10 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
     def deciding(rs: Sequence[dict[str, Any]]) -> list[str]:
         out: list[str] = []
         for r in rs:
-            for x, nums in ((r, r["u_subset"] if ended(r) else []),
-                            (asks.get(r["obligation_id"]), asks[r["obligation_id"]]["f_subset"]
-                             if r["obligation_id"] in asks else [])):
+            named = [(r, r["u_subset"])] if ended(r) else []
+            if (f := asks.get(r["obligation_id"])) is not None:
+                named.append((f, f["f_subset"]))
+            for x, nums in named:
                 out += [x["passages"][n - 1] for n in nums if 0 < n <= len(x["passages"])]
         return sorted(set(out), key=out.index)
 
@@ -417,7 +418,7 @@ def forget(t: Turn) -> Turn:
                 f'Please forget that I said "{" ".join(t.text.split())}". Delete it from your memory.', t.time)
 
 
-def keep(t: Turn) -> Turn:
+def remember(t: Turn) -> Turn:
     return Turn(t.conversation_id, t.turn_id + "~k", t.order, t.speaker,
                 f'Please don\'t forget that I said "{" ".join(t.text.split())}". Keep it in your memory.', t.time)
 
@@ -457,7 +458,7 @@ def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> 
         q = rng.choice(others) if others else later[-1]
         out += [CalItem("r", s, with_(changed(p)), True), CalItem("r", s, with_(p), False),
                 CalItem("e", s, (forget(p),), True), CalItem("e", s, (forget(q),), False),
-                CalItem("e", s, (keep(p),), False)]
+                CalItem("e", s, (remember(p),), False)]
         if others:
             out.append(CalItem("r", cal.said(q), tuple(later), False))
     return out
