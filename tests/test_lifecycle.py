@@ -48,6 +48,13 @@ class LifecycleRule(RuleBackend):
         return out
 
 
+def _load(tmp_path, rows, name="log.jsonl"):
+    """Write crafted log rows as JSONL and load them the way `scan` does."""
+    p = tmp_path / name
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return load_log(p)
+
+
 def _log(tmp_path):
     turns = [
         ("t1", "Erin: I am allergic to peanuts."),
@@ -86,9 +93,7 @@ def _log(tmp_path):
         {"type": "operation", "operation_id": "o5", "conversation_id": "c", "kind": "invalidate", "target": "w7",
          "last_seen_turn": "t6", "successor": "w4", "origin": "api", "meta": {"gold": "justified"}},
     ]
-    p = tmp_path / "log.jsonl"
-    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return load_log(p)
+    return _load(tmp_path, rows)
 
 
 def _obligations(log):
@@ -149,9 +154,7 @@ def test_a_fact_said_to_hold_again_after_it_changed_is_not_superseded(tmp_path):
               "last_seen_turn": "t4"},
              {"type": "operation", "operation_id": "early", "conversation_id": "c", "kind": "delete", "target": "w2",
               "last_seen_turn": "t2"}]
-    p = tmp_path / "log.jsonl"
-    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    log = load_log(p)
+    log = _load(tmp_path, rows)
     be = LifecycleRule()
     a, b, adj = Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")
     res = {r.case.case_id: r for r in lifecycle.judge(log, lifecycle.cases(log), _obligations(log), a, b, adj)}
@@ -200,8 +203,7 @@ def test_calibration_items_and_thresholds(tmp_path):
         rows += [{"type": "turn", "conversation_id": c, "turn_id": f"{c}{i}", "order": i, "speaker": "Sam",
                   "text": f"On day {i} I planted {n} tulips in the {topic} by the old fence."}
                  for i, n in enumerate(("three", "four", "five", "six", "seven", "eight"))]
-    (tmp_path / "cal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    log = load_log(tmp_path / "cal.jsonl")
+    log = _load(tmp_path, rows, "cal.jsonl")
     items = lifecycle.build_items(log, n=4, window=2)
     assert {(i.which, i.positive) for i in items} >= {("r", True), ("r", False), ("e", True), ("e", False)}
     be = LifecycleRule()
@@ -346,7 +348,8 @@ def test_f_is_asked_over_the_turns_that_ask_to_forget_and_only_those(tmp_path):
     misses = [t for t in ("I forgot my keys again.", "I don't remember his name.", "We removed the old fence.",
                           "I keep a diary.") if lifecycle.FORGET.search(t)]
     assert len(hits) == 5 and misses == []
-    # a request far back in a long after view, sharing no word with the target, is still the F evidence
+    # a request far back in a long after view, sharing no word with the target itself but following
+    # the turn that does ("forget all that"), is still the F evidence, though BM25 would not pick it
     turns = ["I have a dog named Rex."] + ["Please forget all that, thanks."] + [f"Filler {i} about weather."
                                                                                for i in range(40)]
     rows = [{"type": "header", "schema_version": 1}]
@@ -356,8 +359,7 @@ def test_f_is_asked_over_the_turns_that_ask_to_forget_and_only_those(tmp_path):
               "citations": ["t0"], "last_seen_turn": "t0"},
              {"type": "operation", "operation_id": "o", "conversation_id": "c", "kind": "delete", "target": "w",
               "last_seen_turn": f"t{len(turns) - 1}"}]
-    (tmp_path / "long.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    long = load_log(tmp_path / "long.jsonl")
+    long = _load(tmp_path, rows, "long.jsonl")
     (case,) = lifecycle.cases(long)
     assert "t1" not in [t.turn_id for t in lifecycle.after_turns(long, case)]  # BM25 does not rank it
     assert [t.turn_id for t in lifecycle.forget_turns(long, case)] == ["t1"]
