@@ -5,8 +5,13 @@ Small models say "yes" to almost any question about long evidence, so a primitiv
 at a threshold picked from items whose answer is known, built from the log itself:
 - E positives: a passage's own words as the statement ("Caroline said: ..."), over evidence that
   contains the passage;
-- E negatives: a statement taken from another conversation (or, in a one-conversation log, from
-  after the write point), over the same evidence;
+- E negatives: a statement of the same conversation from at least two windows away, over the same
+  evidence: what the judge meets in a scan is a statement about the same people and topics that
+  the shown turns do not contain. (A negative from another conversation, as before, has other
+  names and topics and is rejected at any threshold, so the FPR <= 0.10 pick landed far too low:
+  on LoCoMo dev, A's E at 0.18 against 0.98 with same-conversation negatives, and 11 of 36
+  unsupported or contradicted dev writes called supported.) A conversation too short for that
+  falls back to another conversation's statement;
 - R positives: the template negation of a passage statement ("It is not true that Caroline said:
   ..."), over evidence that contains the passage;
 - R negatives: the E positives and E negatives (shown true, or not addressed at all);
@@ -21,10 +26,10 @@ Which turns the items come from (`corpus`): by default ("log") the scanned log's
 packaged corpus of hand-written conversations (derivaudit/data/calibration.jsonl, "packaged") gives
 the same prompts for every log, so the result cache scores them once per judge and every later log
 is calibrated for free (issue 28's suggestion) — but a threshold is a property of the judge *on
-data of a kind*, not of the judge alone: the corpus's six conversations are on unrelated topics, so
-its E negatives (a statement from another conversation) are easy, the FPR <= 0.10 threshold lands
-lower (Qwen2.5-Coder-1.5B: E at -0.15 against +0.24 on LoCoMo's own items), and LoCoMo's conv-42/44
-dev writes fell from 18 to 11 of 24 (docs/benchmarks.md). A path names a memory log of the user's
+data of a kind*, not of the judge alone: the corpus's six short conversations are on unrelated
+topics, and with other-conversation negatives its E threshold landed lower (Qwen2.5-Coder-1.5B:
+-0.15 against +0.24 on LoCoMo's own items) and LoCoMo's conv-42/44 dev writes fell from 18 to 11
+of 24 (docs/benchmarks.md; not re-measured with same-conversation negatives). A path names a memory log of the user's
 own, in their data's style, scored once and cached like the packaged corpus.
 """
 
@@ -143,9 +148,9 @@ def build_items(log: MemoryLog, n: int = 24, window: int = 8, per_window: int = 
         turns = log.conversations[conv].turns
         evidence = tuple(turns[i : i + window])
         inside = [t for t in evidence if len(t.text.split()) >= MIN_WORDS]
-        others = [t for c in convs if c != conv for t in log.conversations[c].turns if len(t.text.split()) >= MIN_WORDS]
-        if not others:  # one conversation: statements from well after the window
-            others = [t for t in turns[i + 2 * window :] if len(t.text.split()) >= MIN_WORDS]
+        # the same people and topics, outside the evidence; another conversation's only when too short
+        others = [t for j, t in enumerate(turns) if abs(j - i) >= 2 * window and len(t.text.split()) >= MIN_WORDS] \
+            or [t for c in convs if c != conv for t in log.conversations[c].turns if len(t.text.split()) >= MIN_WORDS]
         if not inside or not others:
             continue
         for p in rng.sample(inside, min(per_window, len(inside))):
