@@ -7,12 +7,14 @@ Usage:
 
 Gold sets:
 - fixtures: fixtures/memories.jsonl (24 hand-written writes, 3 conversations);
-- locomo: fixtures/locomo_dev.jsonl (120 hand-written writes, 30 per category: 48 on LoCoMo conv-26 and
+- locomo: fixtures/locomo_dev.jsonl (144 hand-written writes, 36 per category: 48 on LoCoMo conv-26 and
   conv-43, 24 on conv-42 and conv-44, 24 on conv-47 and conv-48 (the earlier final set, scored once
-  before it joined), 24 on conv-49), joined with the turns of
+  before it joined), 24 on conv-49, 24 on conv-50 (the second final set, read before a rule was
+  written, so development data since)), joined with the turns of
   `derivaudit import locomo ../shared/datasets/locomo/locomo10.json`
   (skipped when ../shared is absent; LoCoMo's own text is never stored in the repository);
-- final (`--set final` only): fixtures/locomo_final.jsonl (24 writes on conv-50, 6 per category),
+- final (`--set final` only): fixtures/locomo_final.jsonl (24 writes on conv-48's sessions 4-5, which
+  no dev write cites, 6 per category),
   written by reading the turns before any model saw them; scored once, at the end of a change,
   never tuned on.
 Each (model, set) is scanned into its own run folder under --out (resumable; the result cache makes
