@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from derivaudit import load_log
-from derivaudit.calibrate import build_items, items_key, pick
+from derivaudit.calibrate import MIN_WORDS, build_items, items_key, pick, said
 
 
 def test_threshold_is_the_lowest_with_fpr_at_most_a_tenth():
@@ -42,6 +42,28 @@ def test_items_are_built_from_the_log_deterministically(fixtures):
         assert not any(neg.statement.endswith(f'"{" ".join(t.text.split())}"') for t in pos.passages)
         assert rneg.statement.startswith("It is not true that") and rneg.passages == pos.passages
         assert ids == {t.turn_id for t in neg.passages}
+
+
+def test_e_negatives_are_the_same_people_outside_the_evidence(fixtures):
+    """A negative is what a scan meets: a statement of the same conversation that the shown turns do
+    not contain (two windows away), not another conversation's (other names, rejected at any
+    threshold); a conversation too short for that borrows another's."""
+    log = load_log(fixtures / "memories.jsonl")
+    window = 4
+    where = {said(t): (c, k) for c, conv in log.conversations.items() for k, t in enumerate(conv.turns)}
+    items = build_items(log, n=12, window=window, seed=3)
+    same = 0
+    for pos, neg in zip(items[0::3], items[1::3], strict=True):
+        conv, first = where[said(pos.passages[0])]
+        nconv, k = where[neg.statement]
+        turns = log.conversations[conv].turns
+        far = [j for j, t in enumerate(turns) if abs(j - first) >= 2 * window and len(t.text.split()) >= MIN_WORDS]
+        if far:
+            assert nconv == conv and abs(k - first) >= 2 * window
+            same += 1
+        else:
+            assert nconv != conv
+    assert 0 < same < len(items) // 3  # both cases occur on this log
 
 
 def test_the_adjudicator_is_calibrated_on_its_own_question_after_a_disagreement(fixtures):
