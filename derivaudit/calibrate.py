@@ -29,8 +29,9 @@ is calibrated for free (issue 28's suggestion) — but a threshold is a property
 data of a kind*, not of the judge alone: the corpus's six short conversations are on unrelated
 topics, and with other-conversation negatives its E threshold landed lower (Qwen2.5-Coder-1.5B:
 -0.15 against +0.24 on LoCoMo's own items) and LoCoMo's conv-42/44 dev writes fell from 18 to 11
-of 24 (docs/benchmarks.md; not re-measured with same-conversation negatives). A path names a memory log of the user's
-own, in their data's style, scored once and cached like the packaged corpus.
+of 24 (docs/benchmarks.md; not re-measured with same-conversation negatives, which its 16-turn
+conversations are too short for). A path names a memory log of the user's own, in their data's
+style, scored once and cached like the packaged corpus.
 """
 
 from __future__ import annotations
