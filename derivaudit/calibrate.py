@@ -149,9 +149,7 @@ def build_items(log: MemoryLog, n: int = 24, window: int = 8, per_window: int = 
         turns = log.conversations[conv].turns
         evidence = tuple(turns[i : i + window])
         inside = [t for t in evidence if len(t.text.split()) >= MIN_WORDS]
-        # the same people and topics, outside the evidence; another conversation's only when too short
-        others = [t for j, t in enumerate(turns) if abs(j - i) >= 2 * window and len(t.text.split()) >= MIN_WORDS] \
-            or [t for c in convs if c != conv for t in log.conversations[c].turns if len(t.text.split()) >= MIN_WORDS]
+        others = distant_turns(log, conv, i, window)
         if not inside or not others:
             continue
         for p in rng.sample(inside, min(per_window, len(inside))):
@@ -159,6 +157,17 @@ def build_items(log: MemoryLog, n: int = 24, window: int = 8, per_window: int = 
             items += [Item("e", said(p), evidence, True), Item("e", said(q), evidence, False),
                       Item("r", negated(p), evidence, True)]
     return items[: 3 * n]
+
+
+def distant_turns(log: MemoryLog, conv: str, i: int, window: int) -> list[Turn]:
+    """Turns that can be negatives for statements near turn `i`: the same people and topics, at least
+    two windows away (before or after); another conversation's only when the conversation is too
+    short. A negative from elsewhere is rejected at any threshold and says nothing about the
+    statements a scan meets."""
+    turns = log.conversations[conv].turns
+    return [t for j, t in enumerate(turns) if abs(j - i) >= 2 * window and len(t.text.split()) >= MIN_WORDS] \
+        or [t for c in sorted(log.conversations) if c != conv for t in log.conversations[c].turns
+            if len(t.text.split()) >= MIN_WORDS]
 
 
 def build_slot_items(log: MemoryLog, n: int = 24, seed: int = 0) -> list[Item]:

@@ -433,10 +433,10 @@ class CalItem:
 
 def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> list[CalItem]:
     """Per statement p (a turn's own words): over the `window` turns after it with one turn put in the
-    middle, U positive (a turn saying p changed), U negatives (p restated: still holds; another
-    conversation's statement: not said); over one request turn alone, as F meets them (`forget_turns`),
-    F positive (a request to forget p), F negatives (a request to forget another statement; a request
-    not to forget p)."""
+    middle, U positive (a turn saying p changed), U negatives (p restated: still holds; a statement of
+    the same conversation two windows away, `calibrate.distant_turns`: not said); over one request
+    turn alone, as F meets them (`forget_turns`), F positive (a request to forget p), F negatives (a
+    request to forget that other statement; a request not to forget p)."""
     rng = random.Random(seed)
     convs = sorted(log.conversations)
     pool = [(c, i) for c in convs for i, t in enumerate(log.conversations[c].turns[:-1])
@@ -447,9 +447,7 @@ def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> 
         turns = log.conversations[conv].turns
         p, later = turns[i], list(turns[i + 1 : i + 1 + window])
         mid = len(later) // 2
-        others = [t for c in convs if c != conv for t in log.conversations[c].turns
-                  if len(t.text.split()) >= cal.MIN_WORDS] or \
-            [t for t in turns[i + 2 * window :] if len(t.text.split()) >= cal.MIN_WORDS]
+        others = cal.distant_turns(log, conv, i, window)
 
         def with_(x: Turn, later: list[Turn] = later, mid: int = mid) -> tuple[Turn, ...]:
             return tuple(later[:mid] + [x] + later[mid:])

@@ -214,6 +214,36 @@ def test_calibration_items_and_thresholds(tmp_path):
         assert c["thresholds"]["u"].tpr == 1.0 and c["thresholds"]["f"].tpr == 1.0
 
 
+def test_not_said_negatives_are_the_same_people_two_windows_away(tmp_path):
+    """U's "not said" negative (and F's request about another statement) is what an audit meets: a
+    statement of the same conversation that the later turns do not contain, not another
+    conversation's; a conversation too short for that borrows another's."""
+    from derivaudit.calibrate import said
+
+    rows = [{"type": "header", "schema_version": 1}]
+    sizes = {"long": 30, "short": 4}
+    for c, size in sizes.items():
+        rows += [{"type": "turn", "conversation_id": c, "turn_id": f"{c}{i}", "order": i, "speaker": "Sam",
+                  "text": f"In {c} on day {i} I planted {i + 3} tulips by the old fence."} for i in range(size)]
+    log = _load(tmp_path, rows, "cal.jsonl")
+    where = {said(t): (c, k) for c, conv in log.conversations.items() for k, t in enumerate(conv.turns)}
+    window = 3
+    items = lifecycle.build_items(log, n=40, window=window, seed=2)
+    seen = set()
+    for it in items:
+        if it.which != "r" or it.positive or it.statement in {said(t) for t in it.passages}:
+            continue  # the "not said" negative: its statement is none of the later turns
+        nconv, k = where[it.statement]
+        pconv, first = where[said(it.passages[0])]
+        p = first - 1  # the statement's own turn precedes its later turns
+        if pconv == "long":
+            assert nconv == "long" and abs(k - p) >= 2 * window
+        else:
+            assert nconv == "long"
+        seen.add(pconv)
+    assert seen == {"long", "short"}
+
+
 def test_scan_writes_the_lifecycle_stage_and_the_report_gates_on_it(tmp_path):
     from derivaudit.report.build import build
     from derivaudit.scan import ScanConfig, scan
