@@ -18,7 +18,7 @@ from derivaudit.annotate import (
     settle_agreed,
 )
 from derivaudit.evidence import build_views
-from derivaudit.models import CachedBackend, ResultCache, load_backend
+from derivaudit.models import load_backend
 from derivaudit.records import Write
 
 W = Write("w1", "c", "The user moved to Boston because of the new job.", ("t1",), "t2")
@@ -141,9 +141,10 @@ def test_parse_subset():
 # ---------------------------------------------------------------- on the real embedded model
 
 @pytest.fixture(scope="module")
-def backend(tmp_path_factory):
-    inner = load_backend("transformers", "smollm2", cache=False)
-    return CachedBackend(inner, ResultCache(tmp_path_factory.mktemp("cache") / "c.sqlite"))
+def backend(fixture_scan):
+    """The suite's model behind the test run's result cache, after the suite's one model scan: that
+    scan decomposed and annotated the same memories.jsonl writes, so their answers are reused."""
+    return load_backend("transformers", "smollm2")
 
 
 @pytest.fixture(scope="module")

@@ -91,13 +91,16 @@ def test_bad_probe_files_name_line_and_field(fixtures, tmp_path):
 
 @pytest.mark.slow
 def test_probe_command_end_to_end_on_the_embedded_model(fixtures, tmp_path):
-    r = runner.invoke(app, ["probe", str(fixtures / "probe.jsonl"), "--runs", "1", "-o", str(tmp_path / "p.json"),
-                            "--format", "json"])
+    # four of the twelve items: every row is six option orders on the real model (the whole file took
+    # 204 s of the suite on 2 AVX2 cores); the rules over all twelve are tested on KnowingReader
+    probes = tmp_path / "probe4.jsonl"
+    probes.write_text("".join((fixtures / "probe.jsonl").read_text().splitlines(keepends=True)[:4]))
+    r = runner.invoke(app, ["probe", str(probes), "--runs", "1", "-o", str(tmp_path / "p.json"), "--format", "json"])
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
-    assert rep["items"] == 12 and len(rep["rows"]) == 12 * 2 * 3
+    assert rep["items"] == 4 and len(rep["rows"]) == 4 * 2 * 3
     assert set(rep["controls"]) and isinstance(rep["read"], bool)
-    assert json.loads((tmp_path / "p.json").read_text())["items"] == 12
+    assert json.loads((tmp_path / "p.json").read_text())["items"] == 4
 
 
 def test_probe_html_page(fixtures):
