@@ -277,12 +277,13 @@ def test_the_cli_scan_judges_the_gold_fixtures_operations_on_a_real_model(tmp_pa
 
     log = Path(__file__).resolve().parent.parent / "fixtures" / "lifecycle.jsonl"
     run = tmp_path / "run"
-    # calibrated on leo's own 8 turns (--calibrate-on FILE): the whole two-conversation log's items
-    # took 190 of this test's 386 s on 2 AVX2 cores; 8 turns give the lifecycle 25 items per role and
-    # the write audit none (argmax thresholds there), which is all a test of the plumbing needs
+    # calibrated on leo's own 8 turns (--calibrate-on FILE): calibrating on the whole two-conversation
+    # log cost about 145 of this test's 386 s on 2 AVX2 cores; 8 turns give the lifecycle 25 items per
+    # role and the write audit none (argmax thresholds there), which is all a test of the plumbing needs
     turns = tmp_path / "leo-turns.jsonl"
     turns.write_text("".join(x for x in log.read_text().splitlines(keepends=True)
-                             if '"header"' in x or ('"turn"' in x and '"leo"' in x)))
+                             if (r := json.loads(x))["type"] == "header"
+                             or (r["type"] == "turn" and r["conversation_id"] == "leo")))
     r = CliRunner().invoke(app, ["scan", str(log), "-o", str(run), "--conversation", "leo", "--format", "json",
                                  "--calibrate-on", str(turns)])
     assert r.exit_code == 0, r.output
