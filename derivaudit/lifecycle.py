@@ -21,10 +21,14 @@ target's write point up to the operation point ("the after view"):
   whole after view the judge read "forget" into any turn about the fact ("Sam is thinking about
   trying painting": F yes) and missed a plain request among other turns.
 An update's change is audited too: the old version's obligations are checked against the new
-text with the write audit's own E ("kept": does the new version state it?); what it drops or
-changes must be superseded by the after turns. A successor is checked with U over the turns it
-cites after the target's write (what it derives from must end the target; its own text when it
-cites none of them) and must itself be supported. (U over the successor's text alone said no to
+text with the write audit's own label ("kept": the new version supports it; E yes with R yes is
+ambiguous there, not kept: the judge said E yes to "Priya works as a nurse" over "Priya works at a
+hospital" and R yes too); what it drops or changes must be superseded by the after turns. A
+successor is checked with U over the turns it cites after the target's write (what it derives from
+must end the target; its own text when it cites none of them), or by the after view's U when the
+checked subset that ends the target names a turn the successor cites (the same question with the
+turns around it: "we moved to Seattle" with "congratulations on the move"), and must itself be
+supported. (U over the successor's text alone said no to
 "Priya moved to Seattle" against "Priya lives in Denver": the judge reads turns better than a
 one-line memory.)
 
@@ -40,9 +44,10 @@ Label rule (fixed; no typed label):
   or F yes;
   else ambiguous when some obligation is not determinate; else unjustified (collateral);
 - with a successor: unjustified when no determinate obligation has U yes over the successor's
-  evidence (it is about something else: graphiti#1728) or the successor is unsupported or contradicted; justified
+  evidence, or over the after turns with a subset naming a turn the successor cites (it is about
+  something else: graphiti#1728) or the successor is unsupported or contradicted; justified
   when it conflicts and is supported; ambiguous otherwise (its own label unknown or ambiguous);
-- update: justified when the new version keeps every obligation of the old, or every one it drops
+- update: justified when the new version keeps (supports) every obligation of the old, or every one it drops
   has U or F yes; ambiguous when a dropped one is not determinate; else unjustified (the update lost
   a memory that still held).
 An operation the store marks as made outside the conversation (origin api or ui) is labelled the
@@ -80,7 +85,7 @@ from .records import MAX_PASSAGES, MemoryLog, Turn, Write
 OUTSIDE = ("api", "ui")  # origins the store records as not from the conversation
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
-RULES = "successor-evidence-1, held-2, forget-turns-2"
+RULES = "successor-evidence-2, held-2, forget-turns-2, kept-label-1"
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
 # ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
 # and F answers it.)
@@ -361,18 +366,21 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
     def superseded(r: dict[str, Any]) -> bool:
         return bool(r["d"]) and (ended(r) or r["obligation_id"] in asks)
 
+    def named(r: dict[str, Any], which: str) -> list[str]:
+        """The turns of a row's checked subset for U or F."""
+        return [r["passages"][n - 1] for n in r[f"{which}_subset"] if 0 < n <= len(r["passages"])]
+
     def deciding(rs: Sequence[dict[str, Any]]) -> list[str]:
         out: list[str] = []
         for r in rs:
-            named = [(r, r["u_subset"])] if ended(r) else []
+            if ended(r):
+                out += named(r, "u")
             if (f := asks.get(r["obligation_id"])) is not None:
-                named.append((f, f["f_subset"]))
-            for x, nums in named:
-                out += [x["passages"][n - 1] for n in nums if 0 < n <= len(x["passages"])]
+                out += named(f, "f")
         return sorted(set(out), key=out.index)
 
     if case.kind == "update":
-        kept = {r["obligation_id"]: bool(r["e"]) for r in rows.get("kept", [])}
+        kept = {r["obligation_id"]: r.get("label") == "supported" for r in rows.get("kept", [])}
         dropped = [r for r in after if not kept.get(r["obligation_id"], False)]
         if not dropped:
             return "justified", "the new version keeps every obligation of the old", []
@@ -383,7 +391,9 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
         lost = next(r for r in dropped if not superseded(r))
         return "unjustified", f"it drops {lost['obligation']!r}, which no later turn supersedes", []
     if case.successor is not None:
-        conflict = [r for r in rows.get("successor", []) if r["d"] and r["u"]]
+        cited = set(case.successor.citations)
+        conflict = [r for r in rows.get("successor", []) if r["d"] and r["u"]] + [
+            r for r in after if r["d"] and ended(r) and cited & set(named(r, "u"))]
         if not conflict:
             return ("unjustified", "the successor does not replace any obligation of the target "
                     "(another subject or slot)", [])

@@ -189,9 +189,17 @@ def test_the_label_rule_table(tmp_path):
     assert lifecycle.label(succ, s, "contradicted")[0] == "unjustified"
     assert lifecycle.label(succ, s, None)[0] == "ambiguous"
     assert lifecycle.label(succ, {"after": [_row(u=True)], "successor": [_row()]}, "supported")[0] == "unjustified"
-    kept = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": True}]}
+    # the after view's U names the turn the successor cites (t5): what ended the target is what it derives from
+    named = {"after": [{**_row(u=True), "passages": ["t4", "t5"], "u_subset": [2]}], "successor": [_row()]}
+    assert lifecycle.label(succ, named, "supported")[0] == "justified"
+    named["after"][0]["held"] = True  # ... unless the write audit says it holds again after that turn
+    assert lifecycle.label(succ, named, "supported")[0] == "unjustified"
+    kept = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": True, "label": "supported"}]}
     assert lifecycle.label(upd, kept)[0] == "justified"  # keeps everything
-    dropped = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": False}]}
+    # kept means the new version supports it: E yes with R yes (ambiguous) is not kept
+    both = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": True, "label": "ambiguous"}]}
+    assert lifecycle.label(upd, both)[0] == "unjustified"
+    dropped = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": False, "label": "insufficient"}]}
     assert lifecycle.label(upd, dropped)[0] == "unjustified"  # lost a detail that still held
     dropped["after"] = [_row(u=True)]
     assert lifecycle.label(upd, dropped)[0] == "justified"  # the history says it changed
