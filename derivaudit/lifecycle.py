@@ -85,7 +85,7 @@ from .records import MAX_PASSAGES, MemoryLog, Turn, Write
 OUTSIDE = ("api", "ui")  # origins the store records as not from the conversation
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
-RULES = "successor-evidence-2, held-2, forget-turns-2, kept-label-1"
+RULES = "successor-evidence-2, held-2, forget-turns-2, kept-label-1, after-keeps-successor-1"
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
 # ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
 # and F answers it.)
@@ -150,12 +150,15 @@ def _window(log: MemoryLog, case: Case, since: str | None = None) -> Sequence[Tu
 def after_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES, since: str | None = None,
                 keep: Sequence[str] = ()) -> list[Turn]:
     """The turns after the target's write point (or after turn `since`) up to the operation point,
-    in time order: all of them when they fit, else the operation's citations, the turns in `keep`
-    and the turns BM25 ranks highest for the target text (those sharing a word with it)."""
+    in time order: all of them when they fit, else the operation's citations, a successor's
+    citations (what the successor derives from is the operation's evidence: the label reads the
+    after view's checked subset for a turn it cites), the turns in `keep` and the turns BM25 ranks
+    highest for the target text (those sharing a word with it)."""
     window = _window(log, case, since)
     if len(window) <= limit:
         return list(window)
-    keep = {t.turn_id for t in window if t.turn_id in case.citations or t.turn_id in keep}
+    cited = set(case.citations) | set(keep) | set(case.successor.citations if case.successor else ())
+    keep = {t.turn_id for t in window if t.turn_id in cited}
     query = tokenize(case.target.text)
     bm25 = BM25Okapi([tokenize(t.text) or ["\0"] for t in window])
     scores = bm25.get_scores(query)

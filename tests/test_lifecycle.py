@@ -13,6 +13,7 @@ from derivaudit import lifecycle
 from derivaudit.annotate import Annotator, Obligation
 from derivaudit.io import load_log
 from derivaudit.models.base import Score
+from derivaudit.records import MAX_PASSAGES
 from derivaudit.report.lifecycle import flat, summarize
 from tests.rule_backend import RuleBackend, words
 
@@ -409,3 +410,27 @@ def test_f_is_asked_over_the_turns_that_ask_to_forget_and_only_those(tmp_path):
     (case,) = lifecycle.cases(long)
     assert "t1" not in [t.turn_id for t in lifecycle.after_turns(long, case)]  # BM25 does not rank it
     assert [t.turn_id for t in lifecycle.forget_turns(long, case)] == ["t1"]
+
+
+def test_a_long_after_view_keeps_the_turns_a_successor_cites(tmp_path):
+    """The label reads the after view's checked subset for a turn the successor cites, so that turn is
+    in the view even when BM25 (on the target's words) would leave it out."""
+    turns = ["I live in Denver."] + [f"Filler {i} about weather." for i in range(30)] + ["We moved to Seattle."]
+    turns += [f"More filler {i}, Denver mentioned." for i in range(20)]
+    rows = [{"type": "header", "schema_version": 1}]
+    rows += [{"type": "turn", "conversation_id": "c", "turn_id": f"t{i}", "order": i, "speaker": "Erin", "text": x}
+             for i, x in enumerate(turns)]
+    last = f"t{len(turns) - 1}"
+    rows += [{"type": "write", "write_id": "w", "conversation_id": "c", "text": "Erin lives in Denver",
+              "citations": ["t0"], "last_seen_turn": "t0"},
+             {"type": "write", "write_id": "s", "conversation_id": "c", "text": "Erin moved to Seattle",
+              "citations": ["t31"], "last_seen_turn": last},
+             {"type": "operation", "operation_id": "o", "conversation_id": "c", "kind": "invalidate", "target": "w",
+              "last_seen_turn": last, "successor": "s"},
+             {"type": "operation", "operation_id": "d", "conversation_id": "c", "kind": "delete", "target": "w",
+              "last_seen_turn": last}]
+    log = _load(tmp_path, rows)
+    cs = {c.case_id: c for c in lifecycle.cases(log)}
+    with_successor = [t.turn_id for t in lifecycle.after_turns(log, cs["o"])]
+    assert "t31" in with_successor and len(with_successor) == MAX_PASSAGES
+    assert "t31" not in [t.turn_id for t in lifecycle.after_turns(log, cs["d"])]  # BM25 alone leaves it out
