@@ -44,7 +44,7 @@ demo: install
 
 test: install browser
 	$(BIN)/ruff check derivaudit tests benchmarks
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 bench: install
 	$(BIN)/python benchmarks/bench_views.py
