@@ -49,6 +49,13 @@ class LifecycleRule(RuleBackend):
         return out
 
 
+def _erin(texts, first=0):
+    """A header and one conversation "c" of Erin's turns t<first>, t<first+1>, ... (crafted logs)."""
+    return [{"type": "header", "schema_version": 1}] + [
+        {"type": "turn", "conversation_id": "c", "turn_id": f"t{i + first}", "order": i, "speaker": "Erin", "text": x}
+        for i, x in enumerate(texts)]
+
+
 def _load(tmp_path, rows, name="log.jsonl"):
     """Write crafted log rows as JSONL and load them the way `scan` does."""
     p = tmp_path / name
@@ -145,9 +152,7 @@ def test_a_successor_is_judged_on_the_turns_it_cites_after_its_target(tmp_path):
 def test_a_fact_said_to_hold_again_after_it_changed_is_not_superseded(tmp_path):
     turns = ["I am allergic to shellfish.", "That changed, I am no longer allergic to shellfish.",
              "Actually I am allergic to shellfish after all, the test was wrong.", "Nice weather today."]
-    rows = [{"type": "header", "schema_version": 1}]
-    rows += [{"type": "turn", "conversation_id": "c", "turn_id": f"t{i + 1}", "order": i, "speaker": "Erin",
-              "text": x} for i, x in enumerate(turns)]
+    rows = _erin(turns, first=1)
     for w in ("w1", "w2"):
         rows.append({"type": "write", "write_id": w, "conversation_id": "c", "text": "Erin is allergic to shellfish",
                      "citations": ["t1"], "last_seen_turn": "t1"})
@@ -273,6 +278,16 @@ def test_scan_writes_the_lifecycle_stage_and_the_report_gates_on_it(tmp_path):
     before = (run / "lifecycle.jsonl").read_bytes()
     scan(log, run, anns, cfg=ScanConfig(calibrate=False))
     assert (run / "lifecycle.jsonl").read_bytes() == before
+
+
+def test_cases_of_the_gold_fixture_in_input_order_and_by_conversation():
+    """Operations in input order, then updates; `--conversation` (scan's `conversations`) keeps the
+    chosen conversation's only."""
+    log = load_log(Path(__file__).resolve().parent.parent / "fixtures" / "lifecycle.jsonl")
+    leo = ["op-6", "op-7", "op-8", "op-9", "op-10", "op-11", "update:l-usedveg"]
+    assert [c.case_id for c in lifecycle.cases(log, ["leo"])] == leo
+    every = [c.case_id for c in lifecycle.cases(log)]
+    assert len(every) == 13 and every[:5] == ["op-1", "op-2", "op-3", "op-4", "op-5"] and set(leo) < set(every)
 
 
 @pytest.mark.slow
@@ -409,9 +424,7 @@ def test_f_is_asked_over_the_turns_that_ask_to_forget_and_only_those(tmp_path):
     # the turn that does ("forget all that"), is still the F evidence, though BM25 would not pick it
     turns = ["I have a dog named Rex."] + ["Please forget all that, thanks."] + [f"Filler {i} about weather."
                                                                                for i in range(40)]
-    rows = [{"type": "header", "schema_version": 1}]
-    rows += [{"type": "turn", "conversation_id": "c", "turn_id": f"t{i}", "order": i, "speaker": "Erin", "text": x}
-             for i, x in enumerate(turns)]
+    rows = _erin(turns)
     rows += [{"type": "write", "write_id": "w", "conversation_id": "c", "text": "Erin has a dog named Rex",
               "citations": ["t0"], "last_seen_turn": "t0"},
              {"type": "operation", "operation_id": "o", "conversation_id": "c", "kind": "delete", "target": "w",
@@ -427,9 +440,7 @@ def test_a_long_after_view_keeps_the_turns_a_successor_cites(tmp_path):
     in the view even when BM25 (on the target's words) would leave it out."""
     turns = ["I live in Denver."] + [f"Filler {i} about weather." for i in range(30)] + ["We moved to Seattle."]
     turns += [f"More filler {i}, Denver mentioned." for i in range(20)]
-    rows = [{"type": "header", "schema_version": 1}]
-    rows += [{"type": "turn", "conversation_id": "c", "turn_id": f"t{i}", "order": i, "speaker": "Erin", "text": x}
-             for i, x in enumerate(turns)]
+    rows = _erin(turns)
     last = f"t{len(turns) - 1}"
     rows += [{"type": "write", "write_id": "w", "conversation_id": "c", "text": "Erin lives in Denver",
               "citations": ["t0"], "last_seen_turn": "t0"},
