@@ -85,7 +85,7 @@ from .records import MAX_PASSAGES, MemoryLog, Turn, Write
 OUTSIDE = ("api", "ui")  # origins the store records as not from the conversation
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
-RULES = "successor-evidence-2, held-2, forget-turns-2, kept-label-1, after-keeps-successor-1"
+RULES = "successor-evidence-2, held-2, forget-turns-2, kept-label-1, after-keeps-successor-1, after-budget-1"
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
 # ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
 # and F answers it.)
@@ -150,25 +150,27 @@ def _window(log: MemoryLog, case: Case, since: str | None = None) -> Sequence[Tu
 def after_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES, since: str | None = None,
                 keep: Sequence[str] = ()) -> list[Turn]:
     """The turns after the target's write point (or after turn `since`) up to the operation point,
-    in time order: all of them when they fit, else the operation's citations, a successor's
+    in time order: all of them when they fit, else at most `limit` of them (a view's budget, seed
+    004 §3.1), taken in this order: the turns in `keep`, the operation's citations, a successor's
     citations (what the successor derives from is the operation's evidence: the label reads the
-    after view's checked subset for a turn it cites), the turns in `keep` and the turns BM25 ranks
-    highest for the target text (those sharing a word with it)."""
+    after view's checked subset for a turn it cites), then the turns BM25 ranks highest for the
+    target text (those sharing a word with it). Within a group that does not fit, the latest turns
+    (nearest the operation) go first."""
     window = _window(log, case, since)
     if len(window) <= limit:
         return list(window)
-    cited = set(case.citations) | set(keep) | set(case.successor.citations if case.successor else ())
-    keep = {t.turn_id for t in window if t.turn_id in cited}
     query = tokenize(case.target.text)
-    bm25 = BM25Okapi([tokenize(t.text) or ["\0"] for t in window])
-    scores = bm25.get_scores(query)
+    scores = BM25Okapi([tokenize(t.text) or ["\0"] for t in window]).get_scores(query)
     words = set(query)
-    ranked = sorted((i for i, t in enumerate(window) if words & set(tokenize(t.text))), key=lambda i: (-scores[i], i))
-    for i in ranked:
-        if len(keep) >= limit:
+    groups = [set(keep), set(case.citations), set(case.successor.citations if case.successor else ())]
+    order = [i for g in groups for i in reversed(range(len(window))) if window[i].turn_id in g]
+    order += sorted((i for i, t in enumerate(window) if words & set(tokenize(t.text))), key=lambda i: (-scores[i], i))
+    chosen: set[int] = set()
+    for i in order:
+        if len(chosen) >= limit:
             break
-        keep.add(window[i].turn_id)
-    return [t for t in window if t.turn_id in keep]
+        chosen.add(i)
+    return [window[i] for i in sorted(chosen)]
 
 
 def successor_turns(log: MemoryLog, case: Case) -> list[Turn]:

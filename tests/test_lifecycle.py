@@ -455,3 +455,32 @@ def test_a_long_after_view_keeps_the_turns_a_successor_cites(tmp_path):
     with_successor = [t.turn_id for t in lifecycle.after_turns(log, cs["o"])]
     assert "t31" in with_successor and len(with_successor) == MAX_PASSAGES
     assert "t31" not in [t.turn_id for t in lifecycle.after_turns(log, cs["d"])]  # BM25 alone leaves it out
+
+
+def test_a_long_after_view_stays_within_the_view_budget_when_the_citations_do_not_fit(tmp_path):
+    """An operation's citations and its successor's can number more than a view holds (16 each are
+    valid): the view keeps MAX_PASSAGES turns, the operation's own citations first, then the latest
+    of the successor's, and a turn `keep` names before both."""
+    n = 2 * MAX_PASSAGES + 8
+    rows = _erin(["I live in Denver."] + [f"Note {i} about the move." for i in range(n)])
+    last = f"t{n}"
+    op_cited = [f"t{i}" for i in range(1, MAX_PASSAGES + 1)]  # t1..t16
+    succ_cited = [f"t{i}" for i in range(MAX_PASSAGES + 1, 2 * MAX_PASSAGES + 1)]  # t17..t32
+    rows += [{"type": "write", "write_id": "w", "conversation_id": "c", "text": "Erin lives in Denver",
+              "citations": ["t0"], "last_seen_turn": "t0"},
+             {"type": "write", "write_id": "w2", "conversation_id": "c", "text": "Erin lives in Denver",
+              "citations": ["t0"], "last_seen_turn": "t0"},
+             {"type": "write", "write_id": "s", "conversation_id": "c", "text": "Erin moved to Seattle",
+              "citations": succ_cited, "last_seen_turn": last},
+             {"type": "operation", "operation_id": "o", "conversation_id": "c", "kind": "invalidate", "target": "w",
+              "last_seen_turn": last, "successor": "s", "citations": op_cited[:12]},
+             {"type": "operation", "operation_id": "full", "conversation_id": "c", "kind": "invalidate",
+              "target": "w2", "last_seen_turn": last, "successor": "s", "citations": op_cited}]
+    log = _load(tmp_path, rows)
+    cs = {c.case_id: c for c in lifecycle.cases(log)}
+    view = [t.turn_id for t in lifecycle.after_turns(log, cs["o"])]
+    assert len(view) == MAX_PASSAGES
+    assert view == op_cited[:12] + succ_cited[-4:]  # in time order; the successor's latest four fill the rest
+    assert [t.turn_id for t in lifecycle.after_turns(log, cs["full"])] == op_cited
+    kept = [t.turn_id for t in lifecycle.after_turns(log, cs["full"], keep=("t40",))]
+    assert kept == op_cited[1:] + ["t40"]  # keep first; the earliest citation gives way
