@@ -85,7 +85,8 @@ from .records import MAX_PASSAGES, MemoryLog, Turn, Write
 OUTSIDE = ("api", "ui")  # origins the store records as not from the conversation
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
-RULES = "successor-evidence-2, held-2, forget-turns-2, kept-label-1, after-keeps-successor-1, after-budget-1"
+RULES = ("successor-evidence-2, held-2, forget-turns-2, kept-label-1, after-keeps-successor-1, after-budget-1, "
+         "written-ambiguous-1")
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
 # ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
 # and F answers it.)
@@ -365,15 +366,26 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
     after = rows.get("after", [])
     asks = {r["obligation_id"]: r for r in rows.get("forget", []) if r["f"]}  # F over the request turns
 
+    def determinate(r: dict[str, Any]) -> bool:
+        """D yes over the after view, and the write audit did not label the obligation ambiguous
+        (seed 004: D no, or E and R both yes, is *ambiguous*: what it asserts is not settled)."""
+        return r["d"] is True and r.get("written") != "ambiguous"
+
     def ended(r: dict[str, Any]) -> bool:
         return bool(r["u"]) and not r.get("held")
 
     def superseded(r: dict[str, Any]) -> bool:
-        return bool(r["d"]) and (ended(r) or r["obligation_id"] in asks)
+        return determinate(r) and (ended(r) or r["obligation_id"] in asks)
 
     def named(r: dict[str, Any], which: str) -> list[str]:
         """The turns of a row's checked subset for U or F."""
         return [r["passages"][n - 1] for n in r[f"{which}_subset"] if 0 < n <= len(r["passages"])]
+
+    def vague(rs: Sequence[dict[str, Any]]) -> str:
+        """Why the target is not determinate."""
+        w = next((r for r in rs if r.get("written") == "ambiguous"), None)
+        return "the target is not determinate" + (
+            f" (the write audit labels {w['obligation']!r} ambiguous)" if w is not None else "")
 
     def deciding(rs: Sequence[dict[str, Any]]) -> list[str]:
         out: list[str] = []
@@ -391,14 +403,16 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
             return "justified", "the new version keeps every obligation of the old", []
         if all(superseded(r) for r in dropped):
             return "justified", "every obligation it drops or changes is superseded by a later turn", deciding(dropped)
-        if any(r["d"] is not True for r in dropped if not superseded(r)):
-            return "ambiguous", "an obligation it drops is not determinate", []
+        if any(not determinate(r) for r in dropped if not superseded(r)):
+            return "ambiguous", vague(dropped).replace("the target is", "an obligation it drops is", 1), []
         lost = next(r for r in dropped if not superseded(r))
         return "unjustified", f"it drops {lost['obligation']!r}, which no later turn supersedes", []
     if case.successor is not None:
         cited = set(case.successor.citations)
-        conflict = [r for r in rows.get("successor", []) if r["d"] and r["u"]] + [
-            r for r in after if r["d"] and ended(r) and cited & set(named(r, "u"))]
+        conflict = [r for r in rows.get("successor", []) if determinate(r) and r["u"]] + [
+            r for r in after if determinate(r) and ended(r) and cited & set(named(r, "u"))]
+        if not conflict and any(not determinate(r) for r in after):
+            return "ambiguous", vague(after), []
         if not conflict:
             return ("unjustified", "the successor does not replace any obligation of the target "
                     "(another subject or slot)", [])
@@ -411,8 +425,8 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
     if hit:
         what = "a later turn that supersedes it" if any(ended(r) for r in hit) else "a request to forget it"
         return "justified", f"{what}", deciding(hit)
-    if not after or any(r["d"] is not True for r in after):
-        return "ambiguous", "the target is not determinate", []
+    if not after or any(not determinate(r) for r in after):
+        return "ambiguous", vague(after), []
     again = [r for r in after if r["u"] and r.get("held")]
     if again:
         return ("unjustified", "a later turn seemed to supersede it, but read as a write those turns and the "
@@ -529,10 +543,14 @@ class Result:
 
 
 def judge(log: MemoryLog, todo: Sequence[Case], obligations: dict[str, Sequence[Obligation]],
-          a: Annotator, b: Annotator, adj: Annotator, write_labels: dict[str, str] | None = None) -> list[Result]:
+          a: Annotator, b: Annotator, adj: Annotator, write_labels: dict[str, str] | None = None,
+          obligation_labels: dict[str, str] | None = None) -> list[Result]:
     """Judge the cases: one round of after/successor items and one of kept items (the write audit's
-    own primitives) for all of them together."""
+    own primitives) for all of them together. `write_labels`: the write audit's label of each write
+    (a successor's); `obligation_labels`: of each obligation (a target's, kept in its rows as
+    "written": an obligation the write audit calls ambiguous is not determinate)."""
     write_labels = write_labels or {}
+    obligation_labels = obligation_labels or {}
     per = [items_for(log, c, obligations[c.target.write_id]) for c in todo]
     after = [(ci, part, it) for ci, d in enumerate(per) for part in ASKED for it in d.get(part, [])]
     judged = judge_after([it for _, _, it in after], a, b, adj)
@@ -540,6 +558,7 @@ def judge(log: MemoryLog, todo: Sequence[Case], obligations: dict[str, Sequence[
     held = []
     for (ci, part, it), j in zip(after, judged, strict=True):
         row = j.to_dict()
+        row["written"] = obligation_labels.get(row["obligation_id"])
         results[ci].rows.setdefault(part, []).append(row)
         if part == "after" and (h := held_item(log, todo[ci], row, it)) is not None:
             held.append((row, h))

@@ -362,13 +362,15 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
         for d in decompose(a.backend, missing) if missing else []:
             obligations[d.write_id] = d.obligations
         write_labels = {r["write_id"]: r["expanded_label"] for r in labels}
+        obligation_labels = {o: x for r in labels for o, x in r.get("expanded", {}).get("obligations", {}).items()}
         have = {r["case_id"]: r for r in st.resumed()}
         progress("lifecycle", len(have), len(cases))
         with st.appender() as append:  # one case per round: a kill loses at most the case in flight
             for c in cases:
                 if c.case_id in have:
                     continue
-                got = [r.to_dict() for r in lifecycle.judge(log, [c], obligations, a, b, adj, write_labels)]
+                got = [r.to_dict() for r in lifecycle.judge(log, [c], obligations, a, b, adj, write_labels,
+                                                             obligation_labels)]
                 append(got)
                 have.update((r["case_id"], r) for r in got)
                 progress("lifecycle", 1, len(cases))

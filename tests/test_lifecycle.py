@@ -174,9 +174,9 @@ def test_a_fact_said_to_hold_again_after_it_changed_is_not_superseded(tmp_path):
     assert early.label == "justified"
 
 
-def _row(d=True, u=False, f=False, oid="x.1"):
+def _row(d=True, u=False, f=False, oid="x.1", written=None):
     return {"obligation_id": oid, "obligation": "text", "passages": ["t9"], "d": d, "u": u, "f": f,
-            "u_subset": [1] if u else [], "f_subset": [1] if f else []}
+            "u_subset": [1] if u else [], "f_subset": [1] if f else [], "written": written}
 
 
 def test_the_label_rule_table(tmp_path):
@@ -209,6 +209,40 @@ def test_the_label_rule_table(tmp_path):
     assert lifecycle.label(upd, dropped)[0] == "unjustified"  # lost a detail that still held
     dropped["after"] = [_row(u=True)]
     assert lifecycle.label(upd, dropped)[0] == "justified"  # the history says it changed
+
+
+def test_a_target_the_write_audit_calls_ambiguous_is_not_determinate(tmp_path):
+    """Seed 004's ambiguous (D no, or E and R both yes) is the write audit's word for an obligation
+    whose claim is not settled: in every kind of operation it counts as not determinate, as D no
+    over the after view does, and the rows keep that label ("written") beside the primitives."""
+    log = _log(tmp_path)
+    c = lifecycle.cases(log)
+    plain, succ, upd = c[0], c[3], c[5]
+    vague = _row(written="ambiguous")
+    assert lifecycle.label(plain, {"after": [_row(written="supported")]})[0] == "unjustified"
+    assert lifecycle.label(plain, {"after": [_row(written="insufficient")]})[0] == "unjustified"
+    assert lifecycle.label(plain, {"after": [vague]})[:2] == (
+        "ambiguous", "the target is not determinate (the write audit labels 'text' ambiguous)")
+    assert lifecycle.label(plain, {"after": [_row(u=True, written="ambiguous")]})[0] == "ambiguous"
+    asked = {"after": [vague], "forget": [_row(f=True, written="ambiguous")]}
+    assert lifecycle.label(plain, asked)[0] == "ambiguous"
+    # two obligations, one settled and superseded: the deletion is justified by that one
+    two = {"after": [_row(u=True, oid="x.1"), _row(oid="x.2", written="ambiguous")]}
+    assert lifecycle.label(plain, two)[0] == "justified"
+    # a successor: no conflict with a target that is not determinate is ambiguous, not "another slot"
+    assert lifecycle.label(succ, {"after": [vague], "successor": [_row(u=True, written="ambiguous")]},
+                           "supported")[0] == "ambiguous"
+    assert lifecycle.label(succ, {"after": [_row()], "successor": [_row()]}, "supported")[0] == "unjustified"
+    dropped = {"after": [vague], "kept": [{"obligation_id": "x.1", "e": False, "label": "insufficient"}]}
+    assert lifecycle.label(upd, dropped)[0] == "ambiguous"
+    # judge() puts the write audit's label of each target obligation into its rows
+    be = LifecycleRule()
+    a, b, adj = Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")
+    (res,) = lifecycle.judge(log, [c[2]], _obligations(log), a, b, adj, obligation_labels={"w3.1": "ambiguous"})
+    assert [r["written"] for r in res.rows["after"]] == ["ambiguous"]
+    assert res.label == "ambiguous"  # o3 was collateral (unjustified) in the end-to-end test above
+    (res,) = lifecycle.judge(log, [c[2]], _obligations(log), a, b, adj)
+    assert res.rows["after"][0]["written"] is None and res.label == "unjustified"
 
 
 def test_calibration_items_and_thresholds(tmp_path):
