@@ -7,7 +7,10 @@ with the same machinery (seed 004: obligations, two annotators, calibrated thres
 evidence, checked subsets, blinded adjudication of disagreements), over the turns *after* the
 target's write point up to the operation point ("the after view"):
 
-- D: is the target's obligation determinate (the write audit's own question, so cached);
+- D: is the target's obligation determinate (the write audit's own question, so cached)? It is
+  not when D says no over the after view, nor when the write audit labels the obligation
+  ambiguous (seed 004: D no, or E and R both yes; this judge's D says yes to nearly anything,
+  "Leo has something going on" included);
 - U: do the after turns show it no longer holds (changed, ended, said to be wrong)? Asked as the
   write audit's own E question about the statement "It is no longer true that <obligation>" (each
   annotator's E wording): E is the question the judge answers best. A three-way "still holds / no
@@ -43,8 +46,9 @@ Label rule (fixed; no typed label):
 - delete / invalidate, no successor: justified when some determinate obligation has U (not held)
   or F yes;
   else ambiguous when some obligation is not determinate; else unjustified (collateral);
-- with a successor: unjustified when no determinate obligation has U yes over the successor's
-  evidence, or over the after turns with a subset naming a turn the successor cites (it is about
+- with a successor: ambiguous when no determinate obligation has U yes over the successor's
+  evidence, or over the after turns with a subset naming a turn the successor cites, and some
+  obligation is not determinate; unjustified when none has (it is about
   something else: graphiti#1728) or the successor is unsupported or contradicted; justified
   when it conflicts and is supported; ambiguous otherwise (its own label unknown or ambiguous);
 - update: justified when the new version keeps (supports) every obligation of the old, or every one it drops
