@@ -371,6 +371,12 @@ def test_the_cli_scan_judges_one_gold_operation_of_each_kind_on_a_real_model(tmp
     assert gate.exit_code == 0, gate.output
     doc = json.loads(rep.read_text())
     assert doc["lifecycle"]["operations"] == 3 and "lifecycle.unjustified_deletion" in doc["metrics"]
+    # the scan's own terminal table has the lifecycle part too (the finished run resumes: no model work)
+    again = CliRunner().invoke(app, ["scan", str(log), "-o", str(run), "--calibrate-on", str(turns)])
+    assert again.exit_code == 0, again.output
+    assert "Lifecycle: 3 operations" in again.stdout and "Lifecycle against gold (3)" in again.stdout
+    assert [x["label"] for x in map(json.loads, (run / "lifecycle.jsonl").read_text().splitlines())] == [
+        x["label"] for x in rows]
 
 
 def test_markdown_and_csv_carry_the_lifecycle_part_escaped(tmp_path):

@@ -134,7 +134,7 @@ def scan(
 
 def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
     """The body of scan, decompose and annotate: one pipeline, stopped after `cfg.until`."""
-    from ..report.table import print_rubric, print_scope
+    from ..report.table import print_lifecycle, print_rubric, print_scope
     from ..scan import scan as run_scan
     from ..scan import select_writes
 
@@ -158,6 +158,7 @@ def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
     else:
         print_scope(out, report)
         print_rubric(out, report.get("rubric"))
+        print_lifecycle(out, report.get("lifecycle"))
         judges: dict[str, list[str]] = {}
         for role, model in report["run"].get("judged_by", {}).items():
             judges.setdefault(model, []).append(role)
