@@ -165,11 +165,12 @@ def after_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES, since: st
     if len(window) <= limit:
         return list(window)
     query = tokenize(case.target.text)
-    scores = BM25Okapi([tokenize(t.text) or ["\0"] for t in window]).get_scores(query)
+    tokens = [tokenize(t.text) for t in window]
+    scores = BM25Okapi([x or ["\0"] for x in tokens]).get_scores(query)
     words = set(query)
     groups = [set(keep), set(case.citations), set(case.successor.citations if case.successor else ())]
     order = [i for g in groups for i in reversed(range(len(window))) if window[i].turn_id in g]
-    order += sorted((i for i, t in enumerate(window) if words & set(tokenize(t.text))), key=lambda i: (-scores[i], i))
+    order += sorted((i for i, x in enumerate(tokens) if words & set(x)), key=lambda i: (-scores[i], i))
     chosen: set[int] = set()
     for i in order:
         if len(chosen) >= limit:
@@ -385,10 +386,10 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
         """The turns of a row's checked subset for U or F."""
         return [r["passages"][n - 1] for n in r[f"{which}_subset"] if 0 < n <= len(r["passages"])]
 
-    def vague(rs: Sequence[dict[str, Any]]) -> str:
-        """Why the target is not determinate."""
+    def vague(rs: Sequence[dict[str, Any]], what: str = "the target") -> str:
+        """Why `what` is not determinate."""
         w = next((r for r in rs if r.get("written") == "ambiguous"), None)
-        return "the target is not determinate" + (
+        return f"{what} is not determinate" + (
             f" (the write audit labels {w['obligation']!r} ambiguous)" if w is not None else "")
 
     def deciding(rs: Sequence[dict[str, Any]]) -> list[str]:
@@ -408,16 +409,16 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
         if all(superseded(r) for r in dropped):
             return "justified", "every obligation it drops or changes is superseded by a later turn", deciding(dropped)
         if any(not determinate(r) for r in dropped if not superseded(r)):
-            return "ambiguous", vague(dropped).replace("the target is", "an obligation it drops is", 1), []
+            return "ambiguous", vague(dropped, "an obligation it drops"), []
         lost = next(r for r in dropped if not superseded(r))
         return "unjustified", f"it drops {lost['obligation']!r}, which no later turn supersedes", []
     if case.successor is not None:
         cited = set(case.successor.citations)
         conflict = [r for r in rows.get("successor", []) if determinate(r) and r["u"]] + [
             r for r in after if determinate(r) and ended(r) and cited & set(named(r, "u"))]
-        if not conflict and any(not determinate(r) for r in after):
-            return "ambiguous", vague(after), []
         if not conflict:
+            if any(not determinate(r) for r in after):
+                return "ambiguous", vague(after), []
             return ("unjustified", "the successor does not replace any obligation of the target "
                     "(another subject or slot)", [])
         if successor_label == "supported":
