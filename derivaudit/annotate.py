@@ -260,25 +260,25 @@ def decompose(backend: Backend, writes: Sequence[Write], *, max_new_tokens: int 
         gens = backend.generate(prompts, max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE)
         return [ANSWER_PREFIX_DECOMPOSE + g for g in gens]
 
-    def attempt(w: Write, text: str, raw: list[str], status: str) -> Decomposition | str:
+    def attempt(w: Write, text: str, raw: list[str], status: str) -> Decomposition | tuple[str, list[str]]:
         dropped: list[str] = []
         try:
             return Decomposition(w.write_id, parse_obligations(w, text, dropped), status, raw=raw, dropped=dropped)
         except DecompositionError as e:
-            return str(e)
+            return str(e), dropped  # the lines left out as not about the record often explain the error
 
     first = ask(writes, [""] * len(writes))
-    results: list[Decomposition | str] = [attempt(w, t, [t], "ok") for w, t in zip(writes, first, strict=True)]
-    retry = [i for i, r in enumerate(results) if isinstance(r, str)]
+    results = [attempt(w, t, [t], "ok") for w, t in zip(writes, first, strict=True)]
+    retry = [i for i, r in enumerate(results) if isinstance(r, tuple)]
     if retry:
-        notes = [templates.render("decompose_retry", error=results[i]) for i in retry]  # type: ignore[arg-type]
+        notes = [templates.render("decompose_retry", error=results[i][0]) for i in retry]  # type: ignore[index]
         again = ask([writes[i] for i in retry], notes)
         for i, text in zip(retry, again, strict=True):
             w, raw = writes[i], [first[i], text]
             r = attempt(w, text, raw, "retried")
-            if isinstance(r, str):
+            if isinstance(r, tuple):  # the retry's error and dropped lines: the answer the fallback replaces
                 fallback = [Obligation(f"{w.write_id}#o1", w.write_id, "fact", None, w.text)]
-                r = Decomposition(w.write_id, fallback, "fallback", error=r, raw=raw)
+                r = Decomposition(w.write_id, fallback, "fallback", error=r[0], raw=raw, dropped=r[1])
             results[i] = r
     if on_done:
         on_done(len(writes))

@@ -224,3 +224,22 @@ def test_only_disagreements_are_adjudicated_and_blinded(backend, fixture_log):
 def test_primitives_describe_has_no_identity():
     p = Primitives(True, True, False, e_subset=[1, 3])
     assert p.describe() == "determinate: yes; implied true: yes (passages 1, 3); implied false: no"
+
+
+def test_a_fallback_keeps_the_lines_it_left_out_as_not_about_the_record():
+    """A decomposition that fails twice falls back to the whole record; the generated lines dropped
+    as not about the record stay in `dropped`, beside the error they caused."""
+    from derivaudit.annotate import decompose
+
+    from .rule_backend import RuleBackend
+
+    class Copier(RuleBackend):  # a weak model copying the prompt's example instead of the record
+        def generate(self, prompts, max_new_tokens=256, json_schema=None, stop=()):
+            return [" Dana moved to Denver.\nFACT: Dana has a new job." for _ in prompts]
+
+    w = Write("w1", "c1", "Alex moved to Boston for a job.", ("t1",), "t1")
+    (d,) = decompose(Copier(), [w])
+    assert d.status == "fallback" and [o.text for o in d.obligations] == [w.text]
+    assert "no FACT obligation" in d.error
+    assert d.dropped == ["FACT: Dana moved to Denver.", "FACT: Dana has a new job."]
+    assert d.to_dict()["dropped"] == d.dropped
