@@ -18,7 +18,7 @@ import math
 import random
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from string import Template
 from typing import Any, ClassVar
 
@@ -260,29 +260,31 @@ def decompose(backend: Backend, writes: Sequence[Write], *, max_new_tokens: int 
         gens = backend.generate(prompts, max_new_tokens=max_new_tokens, stop=STOP_DECOMPOSE)
         return [ANSWER_PREFIX_DECOMPOSE + g for g in gens]
 
-    def attempt(w: Write, text: str, raw: list[str], status: str) -> Decomposition | tuple[str, list[str]]:
+    def attempt(w: Write, text: str, raw: list[str], status: str) -> Decomposition:
+        """The parsed answer, or status 'failed' with no obligations, its error and the lines left out
+        as not about the record (they often explain the error)."""
         dropped: list[str] = []
         try:
             return Decomposition(w.write_id, parse_obligations(w, text, dropped), status, raw=raw, dropped=dropped)
         except DecompositionError as e:
-            return str(e), dropped  # the lines left out as not about the record often explain the error
+            return Decomposition(w.write_id, [], "failed", error=str(e), raw=raw, dropped=dropped)
 
     first = ask(writes, [""] * len(writes))
     results = [attempt(w, t, [t], "ok") for w, t in zip(writes, first, strict=True)]
-    retry = [i for i, r in enumerate(results) if isinstance(r, tuple)]
+    retry = [i for i, r in enumerate(results) if r.status == "failed"]
     if retry:
-        notes = [templates.render("decompose_retry", error=results[i][0]) for i in retry]  # type: ignore[index]
+        notes = [templates.render("decompose_retry", error=results[i].error) for i in retry]
         again = ask([writes[i] for i in retry], notes)
         for i, text in zip(retry, again, strict=True):
-            w, raw = writes[i], [first[i], text]
-            r = attempt(w, text, raw, "retried")
-            if isinstance(r, tuple):  # the retry's error and dropped lines: the answer the fallback replaces
-                fallback = [Obligation(f"{w.write_id}#o1", w.write_id, "fact", None, w.text)]
-                r = Decomposition(w.write_id, fallback, "fallback", error=r[0], raw=raw, dropped=r[1])
+            w = writes[i]
+            r = attempt(w, text, [first[i], text], "retried")
+            if r.status == "failed":  # the retry's error and dropped lines stay beside the whole record
+                r = replace(r, obligations=[Obligation(f"{w.write_id}#o1", w.write_id, "fact", None, w.text)],
+                            status="fallback")
             results[i] = r
     if on_done:
         on_done(len(writes))
-    return results  # type: ignore[return-value]
+    return results
 
 
 # ---------------------------------------------------------------- primitives
