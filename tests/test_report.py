@@ -20,7 +20,7 @@ from derivaudit.cli import app
 from derivaudit.report import ReportError, build, evaluate_gates, parse_gate, validate
 from derivaudit.runs import read_jsonl
 
-from .conftest import copy_run
+from .conftest import SCAN_LIMIT, copy_run
 
 runner = CliRunner()
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -29,7 +29,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 @pytest.fixture(scope="module")
 def run(fixture_scan, tmp_path_factory):
-    """The test run's fixture scan (the hostile fixture, 2 conversations, plus 4 ordinary writes),
+    """The test run's fixture scan (the hostile fixture, 2 conversations, plus 2 ordinary writes),
     copied, then replayed."""
     run = copy_run(fixture_scan[0], tmp_path_factory.mktemp("report") / "run")
     r = runner.invoke(app, ["replay", str(run), "--view", "holistic,obligation", "--evidence", "both",
@@ -56,7 +56,7 @@ def test_json_validates_and_stdout_is_pure_json(run):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)  # nothing but JSON on stdout
     validate(doc)
-    assert doc["schema_version"] == 1 and doc["run"]["writes"] == 8
+    assert doc["schema_version"] == 1 and doc["run"]["writes"] == SCAN_LIMIT
     assert doc["run"]["conversations"] == len({x["conversation_id"] for x in read_jsonl(run / "labels.jsonl")}) >= 2
     assert set(doc["replay"]["settings"]) == {"holistic/citation_only", "holistic/expanded",
                                               "obligation/citation_only", "obligation/expanded"}
@@ -148,7 +148,7 @@ def test_hostile_text_is_inert(run, tmp_path):
     j = report_cli(str(run), "--format", "junit").stdout
     root = ET.fromstring(j)
     cases = root.findall(".//testcase")
-    assert len(cases) == 8
+    assert len(cases) == SCAN_LIMIT
     fails = {c.get("name") for c in cases if c.find("failure") is not None}
     assert fails == {x["write_id"] for x in read_jsonl(run / "labels.jsonl")
                      if x["expanded_label"] in ("unsupported", "contradicted") and not x["unresolved"]}
@@ -226,7 +226,7 @@ def test_html_in_headless_chromium(run, tmp_path):
             assert box and box["width"] > 100 and box["height"] > 100, fid
             assert page.locator(f"#{fid} svg path").count() > 5, fid
         rows = page.locator("#writes tbody tr")
-        assert rows.count() == 8
+        assert rows.count() == SCAN_LIMIT
         # drill-down of the hostile memory: opens, shows the text literally, marks passages
         page.fill("#q", "markup-1")
         assert rows.count() == 1

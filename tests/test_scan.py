@@ -15,7 +15,7 @@ from derivaudit import runs
 from derivaudit.cli import app
 from derivaudit.runs import read_jsonl
 
-from .conftest import SCAN_INPUTS, SCAN_LIMIT, copy_run
+from .conftest import SCAN_ARGS, SCAN_INPUTS, SCAN_LIMIT, copy_run
 
 runner = CliRunner()
 N = SCAN_LIMIT
@@ -25,16 +25,16 @@ N = SCAN_LIMIT
 def scanned(fixture_scan, tmp_path_factory):
     """The test run's fixture scan, copied (these tests rescan and damage it)."""
     run, report = fixture_scan
-    return copy_run(run, tmp_path_factory.mktemp("scan") / "run"), report, SCAN_INPUTS
+    return copy_run(run, tmp_path_factory.mktemp("scan") / "run"), report
 
 
-def rescan(inputs, out):
-    return runner.invoke(app, ["scan", *map(str, inputs), "-o", str(out), "--limit", str(N), "--format", "json"])
+def rescan(out):
+    return runner.invoke(app, ["scan", *SCAN_ARGS, "-o", str(out), "--format", "json"])
 
 
 @pytest.mark.slow
 def test_scan_files_and_invariants(scanned):
-    run, report, _ = scanned
+    run, report = scanned
     for name in ("meta.json", "views.jsonl", "obligations.jsonl", "primitives.jsonl", "labels.jsonl", "scope.json"):
         assert (run / name).exists(), name
     assert not list(run.glob("*.partial.jsonl"))
@@ -101,8 +101,8 @@ def test_scan_files_and_invariants(scanned):
 
 @pytest.mark.slow
 def test_rerun_is_free_and_identical(scanned):
-    run, report, log = scanned
-    r = rescan(log, run)
+    run, report = scanned
+    r = rescan(run)
     assert r.exit_code == 0
     again = json.loads(r.stdout)
     assert again["scope"] == report["scope"]
@@ -110,7 +110,7 @@ def test_rerun_is_free_and_identical(scanned):
 
 @pytest.mark.slow
 def test_resume_after_interruption(scanned, tmp_path):
-    run, report, log = scanned
+    run, report = scanned
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
     meta = orjson.loads((copy / "meta.json").read_bytes())
@@ -125,7 +125,7 @@ def test_resume_after_interruption(scanned, tmp_path):
         fh.write(orjson.dumps({"_fingerprint": fp}) + b"\n")
         fh.write(b"".join(orjson.dumps(r) + b"\n" for r in done))
         fh.write(b'{"obligation_id": "cut')
-    r = rescan(log, copy)
+    r = rescan(copy)
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["scope"] == report["scope"]
     assert read_jsonl(copy / "primitives.jsonl") == read_jsonl(run / "primitives.jsonl")
@@ -133,7 +133,7 @@ def test_resume_after_interruption(scanned, tmp_path):
 
 @pytest.mark.slow
 def test_export_csv(scanned, tmp_path):
-    run, _, _ = scanned
+    run, _ = scanned
     out = tmp_path / "labels.csv"
     r = runner.invoke(app, ["export", str(run), str(out)])
     assert r.exit_code == 0, r.output
@@ -165,7 +165,8 @@ def test_stage_commands(tmp_path, fixture_scan):
     # the inputs of the suite's one model scan: the stages' model answers are the scan's, from the
     # run's result cache (the stage plumbing is what is tested here, not the model)
     run = tmp_path / "run"
-    r = runner.invoke(app, ["scan", *map(str, SCAN_INPUTS), "-o", str(run), "--limit", "2", "--until", "views"])
+    args = [*SCAN_ARGS[: len(SCAN_INPUTS)], "--limit", "2", *SCAN_ARGS[len(SCAN_INPUTS) + 2:]]  # same calibration
+    r = runner.invoke(app, ["scan", *args, "-o", str(run), "--until", "views"])
     assert r.exit_code == 0, r.output
     assert (run / "views.jsonl").exists() and not (run / "obligations.jsonl").exists()
     r = runner.invoke(app, ["decompose", str(run)])
@@ -245,12 +246,12 @@ def test_a_write_insufficient_after_a_capped_search_is_unresolved_and_replay_exc
 
 @pytest.mark.slow
 def test_a_damaged_stage_file_is_redone_and_said(scanned, tmp_path):
-    run, report, log = scanned
+    run, report = scanned
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
     p = copy / "obligations.jsonl"
     p.write_bytes(p.read_bytes()[:-30])  # cut mid-line, as a full disk or a careless edit leaves it
-    r = rescan(log, copy)
+    r = rescan(copy)
     assert r.exit_code == 0, r.output
     assert "redoing the obligations stage" in r.output and "obligations.jsonl" in r.output
     assert read_jsonl(copy / "obligations.jsonl") == read_jsonl(run / "obligations.jsonl")
