@@ -52,8 +52,10 @@ Label rule (fixed; no typed label):
   something else: graphiti#1728) or the successor is unsupported or contradicted; justified
   when it conflicts and is supported; ambiguous otherwise (its own label unknown or ambiguous);
 - update: justified when the new version keeps (supports) every obligation of the old, or every one it drops
-  has U or F yes; ambiguous when a dropped one is not determinate; else unjustified (the update lost
-  a memory that still held).
+  has U or F yes, over the after view or over the turns the new version cites after the old one's
+  write (the new version is the old one's successor, read as an invalidation's successor is);
+  ambiguous when a dropped one is not determinate; else unjustified (the update lost a memory that
+  still held).
 An operation the store marks as made outside the conversation (origin api or ui) is labelled the
 same way but reported apart: the conversation is not what it answered to.
 """
@@ -90,7 +92,7 @@ OUTSIDE = ("api", "ui")  # origins the store records as not from the conversatio
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
 RULES = ("successor-evidence-2, held-2, forget-turns-2, kept-label-1, after-keeps-successor-1, after-budget-1, "
-         "written-ambiguous-1")
+         "written-ambiguous-1, update-evidence-1")
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
 # ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
 # and F answers it.)
@@ -185,8 +187,21 @@ def successor_turns(log: MemoryLog, case: Case) -> list[Turn]:
     ends the target (same subject, same slot). A successor that cites none of them is read from its
     own text."""
     assert case.successor is not None
-    cited = set(case.successor.citations)
-    return [t for t in _window(log, case) if t.turn_id in cited] or [as_passage(case.successor)]
+    return _cited_after(log, case, case.successor) or [as_passage(case.successor)]
+
+
+def new_version_turns(log: MemoryLog, case: Case) -> list[Turn]:
+    """An update's new version is its target's successor: the turns it cites after the old version's
+    write point, what the change derives from. None when it cites none of them (its text is read by
+    the kept check; U over a one-line memory said no where the turns said yes)."""
+    assert case.new is not None
+    return _cited_after(log, case, case.new)
+
+
+def _cited_after(log: MemoryLog, case: Case, w: Write) -> list[Turn]:
+    """The turns `w` cites after the target's write point, up to the operation point."""
+    cited = set(w.citations)
+    return [t for t in _window(log, case) if t.turn_id in cited]
 
 
 def forget_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES) -> list[Turn]:
@@ -362,6 +377,8 @@ def items_for(log: MemoryLog, case: Case, obligations: Sequence[Obligation],
         out["forget"] = [AfterItem(o, case.target, "forget", asks) for o in obligations]
     if case.new is not None:
         out["kept"] = [Item(o, case.target, new_obligations_view, [as_passage(case.new)]) for o in obligations]
+        if ev := new_version_turns(log, case):
+            out["successor"] = [AfterItem(o, case.target, "successor", ev) for o in obligations]
     return out
 
 
@@ -404,13 +421,22 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
     if case.kind == "update":
         kept = {r["obligation_id"]: r.get("label") == "supported" for r in rows.get("kept", [])}
         dropped = [r for r in after if not kept.get(r["obligation_id"], False)]
+        # the new version's own evidence ends it (an update's successor, read like an invalidation's)
+        replaced = {r["obligation_id"]: r for r in rows.get("successor", []) if determinate(r) and r["u"]}
+
+        def gone(r: dict[str, Any]) -> bool:
+            return superseded(r) or r["obligation_id"] in replaced
+
         if not dropped:
             return "justified", "the new version keeps every obligation of the old", []
-        if all(superseded(r) for r in dropped):
-            return "justified", "every obligation it drops or changes is superseded by a later turn", deciding(dropped)
-        if any(not determinate(r) for r in dropped if not superseded(r)):
+        if all(gone(r) for r in dropped):
+            turns = deciding(dropped) + [t for r in dropped if r["obligation_id"] in replaced
+                                         for t in named(replaced[r["obligation_id"]], "u")]
+            return ("justified", "every obligation it drops or changes is superseded by a later turn",
+                    sorted(set(turns), key=turns.index))
+        if any(not determinate(r) for r in dropped if not gone(r)):
             return "ambiguous", vague(dropped, "an obligation it drops"), []
-        lost = next(r for r in dropped if not superseded(r))
+        lost = next(r for r in dropped if not gone(r))
         return "unjustified", f"it drops {lost['obligation']!r}, which no later turn supersedes", []
     if case.successor is not None:
         cited = set(case.successor.citations)

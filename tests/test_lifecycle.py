@@ -209,6 +209,33 @@ def test_the_label_rule_table(tmp_path):
     assert lifecycle.label(upd, dropped)[0] == "unjustified"  # lost a detail that still held
     dropped["after"] = [_row(u=True)]
     assert lifecycle.label(upd, dropped)[0] == "justified"  # the history says it changed
+    # the new version is the old one's successor: U yes over the turns it cites ends what it drops
+    dropped["after"], dropped["successor"] = [_row()], [{**_row(u=True), "passages": ["t5"]}]
+    assert lifecycle.label(upd, dropped) == (
+        "justified", "every obligation it drops or changes is superseded by a later turn", ["t5"])
+    dropped["successor"] = [_row(d=False, u=True)]  # ... when it is determinate there
+    assert lifecycle.label(upd, dropped)[0] == "unjustified"
+
+
+def test_an_update_is_judged_on_the_turns_its_new_version_cites_after_the_old(tmp_path):
+    """An update's new version replaces the old one as a successor does: U over the turns it cites
+    after the old version's write point (what the change derives from); none when it cites only
+    earlier turns (w5 cites t3, the old version's own turn)."""
+    rows = _erin(["I am dating Sam.", "Nice day.", "Sam and I got married last week!", "Rain again."])
+    rows += [{"type": "write", "write_id": "w1", "conversation_id": "c", "text": "Erin is dating Sam",
+              "citations": ["t0"], "last_seen_turn": "t0"},
+             {"type": "write", "write_id": "w2", "conversation_id": "c", "text": "Erin married Sam",
+              "citations": ["t0", "t2"], "last_seen_turn": "t3", "parent_id": "w1", "source_id": "w1"}]
+    log = _load(tmp_path, rows)
+    (case,) = lifecycle.cases(log)
+    assert [t.turn_id for t in lifecycle.new_version_turns(log, case)] == ["t2"]
+    items = lifecycle.items_for(log, case, _obligations(log)["w1"])
+    assert [t.turn_id for t in items["successor"][0].passages] == ["t2"]
+    assert [t.turn_id for t in items["after"][0].passages] == ["t1", "t2", "t3"]
+    (tmp_path / "old").mkdir()
+    old = _log(tmp_path / "old")
+    upd = lifecycle.cases(old)[5]
+    assert "successor" not in lifecycle.items_for(old, upd, _obligations(old)["w3"])
 
 
 def test_a_target_the_write_audit_calls_ambiguous_is_not_determinate(tmp_path):
