@@ -112,7 +112,7 @@ def parse_obligations(write: Write, text: str, dropped: list[str] | None = None)
     if left:  # a lost word is a lost claim, and often the unsupported one ("because her doctor told her")
         raise DecompositionError(f"the obligations leave out what the record says with: {', '.join(left[:8])}")
     numbered = [Obligation(f"{write.write_id}#o{i}", write.write_id, k, s, b) for i, (k, s, b) in enumerate(unique, 1)]
-    return _drop_undrawn_relations(numbered, write.text, dropped)
+    return _drop_unsaid_modality(_drop_undrawn_relations(numbered, write.text, dropped), write.text, dropped)
 
 
 _NAME = re.compile(r"\b[A-Z][\w'-]*")
@@ -148,7 +148,7 @@ def _drop_one_sided_relations(found: list[tuple[str, str | None, str]],
 SUBSET_RULES = "one-passage-view-1"
 # The version of how a generated obligation list is read: part of the obligations stage's fingerprint,
 # so a run read under other rules is re-read (the generations come from the result cache).
-PARSE_RULES = "undrawn-relations-1"
+PARSE_RULES = "undrawn-relations-1, unsaid-modality-1"
 _LOWER_WORD = re.compile(r"[a-z]+")
 # The words by which a record draws each type of link. A type not listed ("other") is always kept.
 LINK_WORDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
@@ -188,6 +188,46 @@ def _drop_undrawn_relations(obligations: list[Obligation], record_text: str,
             if dropped is not None:
                 dropped.append(f"RELATION ({o.subtype}): {o.text}  [a link the record does not draw: it uses "
                                f"no {o.subtype} word]")
+    return keep
+
+
+# The words by which a record hedges a claim: that it is only planned, hoped for, considered, possible
+# or uncertain (the decomposition prompt's modality qualifier, "only when the record says so").
+_MODAL = """
+plan plans planned planning hope hopes hoped hoping want wants wanted wanting wish wishes wished would
+consider considers considered considering think thinks thinking might may maybe perhaps possibly
+possible probably likely unlikely could will going intend intends intended intending aim aims aiming
+dream dreams dreaming try tries tried trying expect expects expected expecting uncertain unsure if
+someday soon upcoming future goal goals aspire aspires aspiring wonder wondering should seem seems
+seemed appear appears apparently supposedly allegedly potential potentially tentative tentatively
+interested eager looking about idea ideas only just yet hopefully attempt attempting"""
+MODAL_WORDS = frozenset(_MODAL.split())
+
+
+def _drop_unsaid_modality(obligations: list[Obligation], record_text: str,
+                          dropped: list[str] | None) -> list[Obligation]:
+    """A modality qualifier says a claim is only planned, hoped for or uncertain, "only when the
+    record says so" (the decomposition prompt's definition). One from a record that uses no hedging
+    word ("The doctor's statement is only said", from "Sam's doctor said his weight is a serious
+    health risk") is the decomposer copying its example, not the record's claim: audited, it calls a
+    true record unsupported, and a later turn that makes the claim certain reads as superseding it.
+    Left out (kept in `dropped`) on the same terms as an undrawn relation: only when every word of
+    the record it says is said by another obligation too."""
+    used = set(_LOWER_WORD.findall(record_text.lower()))
+    if used & MODAL_WORDS:
+        return obligations
+    keep = list(obligations)
+    record = {_stem(w) for w in tokenize(record_text)}
+    for o in obligations:
+        hedges = MODAL_WORDS & set(_LOWER_WORD.findall(o.text.lower()))
+        if o.kind != "qualifier" or o.subtype != "modality" or not hedges:
+            continue  # a line that hedges nothing restates a claim of the record: it is audited as one
+        rest = {_stem(w) for x in keep if x is not o for w in tokenize(x.text)}
+        if ({_stem(w) for w in tokenize(o.text)} & record) <= rest:
+            keep.remove(o)
+            if dropped is not None:
+                dropped.append(f"QUALIFIER (modality): {o.text}  [a hedge the record does not make: it uses no "
+                               f"modal word]")
     return keep
 
 

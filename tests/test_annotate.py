@@ -29,10 +29,10 @@ W = Write("w1", "c", "The user moved to Boston because of the new job.", ("t1",)
 def test_parse_obligations_accepts_the_documented_format():
     text = ("```\nFACT: The user moved to Boston.\n- FACT: The user has a new job.\n"
             "2. RELATION (cause): The new job is the reason the user moved to Boston.\n"
-            "QUALIFIER (modality): The move to Boston has happened.\n```\n\nRecord: something else\nFACT: x")
+            "QUALIFIER (timing): The move to Boston has happened.\n```\n\nRecord: something else\nFACT: x")
     obs = parse_obligations(W, text)
     assert [(o.kind, o.subtype) for o in obs] == [("fact", None), ("fact", None), ("relation", "cause"),
-                                                 ("qualifier", "modality")]
+                                                 ("qualifier", "timing")]
     assert [o.obligation_id for o in obs] == ["w1#o1", "w1#o2", "w1#o3", "w1#o4"]
 
 
@@ -243,3 +243,29 @@ def test_a_fallback_keeps_the_lines_it_left_out_as_not_about_the_record():
     assert "no FACT obligation" in d.error
     assert d.dropped == ["FACT: Dana moved to Denver.", "FACT: Dana has a new job."]
     assert d.to_dict()["dropped"] == d.dropped
+
+
+def test_a_hedge_the_record_does_not_make_is_dropped_when_nothing_it_says_is_lost():
+    """A modality qualifier is a hedge the record makes ("only when the record says so"): one from a
+    record with no hedging word is the decomposer copying its example, and goes when the other
+    obligations say every record word it says. A hedged record keeps its modality line, and a
+    mistyped line that alone holds a record word stays, so it is audited."""
+    w = Write("m", "c", "Sam's doctor said his weight is a serious health risk.", ("t1",), "t1")
+    dropped = []
+    obs = parse_obligations(w, "FACT: Sam's doctor said his weight is a serious health risk.\n"
+                               "QUALIFIER (modality): The doctor's statement is only said.", dropped)
+    assert [o.kind for o in obs] == ["fact"] and "does not make" in dropped[0]
+    hedged = {
+        "Omar is planning bake sales to fund the school trip.": "The bake sales are only planned.",
+        "Sam is considering trying kayaking.": "Sam is only considering kayaking.",
+        "Maria might move to Lisbon next year.": "The move is uncertain.",
+    }
+    for text, hedge in hedged.items():
+        obs = parse_obligations(Write("m", "c", text, ("t1",), "t1"),
+                                f"FACT: {text}\nQUALIFIER (modality): {hedge}")
+        assert [o.subtype for o in obs] == [None, "modality"], text
+    # no hedging word, but "17 January 2022" is said by the (mistyped) modality line alone: it stays
+    w = Write("m", "c", "Jon printed the flyers on 17 January 2022.", ("t1",), "t1")
+    obs = parse_obligations(w, "FACT: Jon printed the flyers.\n"
+                               "QUALIFIER (modality): The printing was done on 17 January 2022.")
+    assert [o.subtype for o in obs] == [None, "modality"]
