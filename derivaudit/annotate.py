@@ -175,19 +175,31 @@ def _drop_undrawn_relations(obligations: list[Obligation], record_text: str,
     record it says is said by another obligation too, so that no claim of the record goes unaudited.
     Obligation ids keep their numbers (the adjudicator's seeded order and the result cache follow
     them)."""
-    keep = list(obligations)
-    record = {_stem(w) for w in tokenize(record_text)}
     used = set(_LOWER_WORD.findall(record_text.lower()))  # stop words too: "to", "for", "so" link
-    for o in obligations:
+
+    def undrawn(o: Obligation) -> str | None:
         words = LINK_WORDS.get(o.subtype or "") if o.kind == "relation" else None
         if words is None or words & used:
+            return None
+        return f"RELATION ({o.subtype}): {o.text}  [a link the record does not draw: it uses no {o.subtype} word]"
+
+    return _drop_said_elsewhere(obligations, record_text, dropped, undrawn)
+
+
+def _drop_said_elsewhere(obligations: list[Obligation], record_text: str, dropped: list[str] | None,
+                         why: Callable[[Obligation], str | None]) -> list[Obligation]:
+    """Leave out each obligation `why` names a reason for (appended to `dropped`), but only while
+    the obligations kept say every record word it says: no claim of the record goes unaudited."""
+    keep = list(obligations)
+    record = {_stem(w) for w in tokenize(record_text)}
+    for o in obligations:
+        if (reason := why(o)) is None:
             continue
         rest = {_stem(w) for x in keep if x is not o for w in tokenize(x.text)}
         if ({_stem(w) for w in tokenize(o.text)} & record) <= rest:
             keep.remove(o)
             if dropped is not None:
-                dropped.append(f"RELATION ({o.subtype}): {o.text}  [a link the record does not draw: it uses "
-                               f"no {o.subtype} word]")
+                dropped.append(reason)
     return keep
 
 
@@ -213,22 +225,16 @@ def _drop_unsaid_modality(obligations: list[Obligation], record_text: str,
     true record unsupported, and a later turn that makes the claim certain reads as superseding it.
     Left out (kept in `dropped`) on the same terms as an undrawn relation: only when every word of
     the record it says is said by another obligation too."""
-    used = set(_LOWER_WORD.findall(record_text.lower()))
-    if used & MODAL_WORDS:
+    if MODAL_WORDS & set(_LOWER_WORD.findall(record_text.lower())):
         return obligations
-    keep = list(obligations)
-    record = {_stem(w) for w in tokenize(record_text)}
-    for o in obligations:
+
+    def unsaid(o: Obligation) -> str | None:
         hedges = MODAL_WORDS & set(_LOWER_WORD.findall(o.text.lower()))
         if o.kind != "qualifier" or o.subtype != "modality" or not hedges:
-            continue  # a line that hedges nothing restates a claim of the record: it is audited as one
-        rest = {_stem(w) for x in keep if x is not o for w in tokenize(x.text)}
-        if ({_stem(w) for w in tokenize(o.text)} & record) <= rest:
-            keep.remove(o)
-            if dropped is not None:
-                dropped.append(f"QUALIFIER (modality): {o.text}  [a hedge the record does not make: it uses no "
-                               f"modal word]")
-    return keep
+            return None  # a line that hedges nothing restates a claim of the record: it is audited as one
+        return f"QUALIFIER (modality): {o.text}  [a hedge the record does not make: it uses no modal word]"
+
+    return _drop_said_elsewhere(obligations, record_text, dropped, unsaid)
 
 
 def _stem(word: str) -> str:
