@@ -117,7 +117,7 @@ def operating_point(run: str | Path, view: str = "obligation", evidence: str = "
 def same_judge(point: OperatingPoint, backend: Backend) -> None:
     """Refuse to serve a threshold with another judge than the one it was fitted for."""
     have = backend.identity()
-    if point.model != have:
+    if point.model != have and point.model not in backend.identity_aliases():  # a replay made before 0.2.1
         raise ValueError(f"the replay in {point.source['run']} was scored by {_ident(point.model)}, but the judge "
                          f"being served is {_ident(have)}: a threshold belongs to the model it was fitted on; "
                          "serve the same model, or replay the run with this one")

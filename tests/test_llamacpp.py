@@ -103,6 +103,49 @@ def test_generate_is_greedy_and_stops(smol):
     assert smol.identity()["backend"] == "llamacpp" and len(smol.identity()["file_sha256"]) == 64
 
 
+@pytest.mark.slow
+def test_the_same_file_at_another_path_answers_from_the_cache(smol, tmp_path):
+    """The cache key is the file's content, not where it lies: a moved home, a new virtual
+    environment or a copied model file stays warm, and answers cached by 0.2.0 (whose identity held
+    the path) are still found."""
+    from derivaudit.models.cache import CachedBackend, ResultCache
+
+    prompts = [Prompt(EVIDENCE, t) for t in TASKS]
+    copies = []
+    for where in ("home", "moved"):
+        f = tmp_path / where / "smol.gguf"
+        f.parent.mkdir()
+        f.write_bytes(smol.path.read_bytes())
+        copies.append(load_backend("llamacpp", str(f), cache=False))
+    here, there = copies
+    assert here.identity() == there.identity() and "file" not in here.identity()
+    cache = ResultCache(tmp_path / "c.sqlite")
+    first = CachedBackend(here, cache).score(prompts)
+    calls = there.usage.calls
+    warm = CachedBackend(there, cache)
+    assert [s.to_dict() for s in warm.score(prompts)] == [s.to_dict() for s in first]
+    assert (warm.hits, warm.misses, there.usage.calls) == (3, 0, calls)
+
+    # a cache written by 0.2.0: the same answers keyed by an identity that held the path
+    class Legacy(type(here)):
+        def identity(self):
+            return {**here.identity(), "file": str(here.path)}
+
+    legacy = object.__new__(Legacy)
+    legacy.__dict__.update(here.__dict__)
+    legacy_cache = ResultCache(tmp_path / "legacy.sqlite")
+    old = CachedBackend(legacy, legacy_cache).score(prompts)
+    assert legacy_cache.stats()["entries"] == 3
+    upgraded = CachedBackend(here, legacy_cache)
+    calls = here.usage.calls
+    assert [s.to_dict() for s in upgraded.score(prompts)] == [s.to_dict() for s in old]
+    assert (upgraded.hits, upgraded.misses, here.usage.calls) == (3, 0, calls)
+    assert legacy_cache.stats()["entries"] == 6  # copied under today's key, found directly next time
+    moved = CachedBackend(there, legacy_cache)  # no alias of this path: today's key finds them
+    moved.score(prompts)
+    assert (moved.hits, moved.misses) == (3, 0)
+
+
 def test_bad_model_paths(tmp_path):
     with pytest.raises(BackendError, match="does not exist"):
         load_backend("llamacpp", str(tmp_path / "none.gguf"), cache=False)

@@ -3,6 +3,7 @@ own), with the deterministic rule backend as the judge."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -90,6 +91,24 @@ def test_a_run_replayed_with_another_judge_is_refused(replayed, tmp_path):
     with pytest.raises(ValueError, match="threshold belongs to the model it was fitted on"):
         open_gate(operating_point(replayed), Other(), tmp_path / "log.jsonl")
     assert not (tmp_path / "log.jsonl").exists()
+
+
+def test_a_run_replayed_by_the_same_judge_at_another_path_is_served(replayed, tmp_path):
+    """Up to 0.2.0 a GGUF judge's identity held its file's path: a replay made then names it. The
+    same file elsewhere is the same judge (its identity alias), another file is not."""
+    class Moved(RuleBackend):
+        def identity(self):
+            return {"backend": "rule", "model": "rule", "file_sha256": "ab"}
+
+        def identity_aliases(self):
+            return [{**self.identity(), "file": "/old/home/models/rule.gguf"}]
+
+    point = operating_point(replayed)
+    old = dataclasses.replace(point, model=Moved().identity_aliases()[0])
+    open_gate(old, Moved(), tmp_path / "log.jsonl")  # no refusal
+    other = dataclasses.replace(point, model={**old.model, "file_sha256": "cd"})
+    with pytest.raises(ValueError, match="threshold belongs to the model it was fitted on"):
+        open_gate(other, Moved(), tmp_path / "log2.jsonl")
 
 
 def test_admit_over_http_matches_admit_in_process(replayed, tmp_path):

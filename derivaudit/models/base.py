@@ -182,7 +182,13 @@ class Backend(ABC):
     @abstractmethod
     def identity(self) -> dict[str, Any]:
         """Everything about the model that changes an answer: backend, model id and revision or
-        file hash, chat-template hash. Used in cache keys and run metadata."""
+        file hash, chat-template hash. Used in cache keys and run metadata. Never where the model
+        lies: the same file at another path (a moved home, another machine) answers the same."""
+
+    def identity_aliases(self) -> list[dict[str, Any]]:
+        """Identities earlier versions cached this model's answers under (they held the file's
+        path); read on a miss, so an upgrade does not turn a warm cache cold."""
+        return []
 
     @abstractmethod
     def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:

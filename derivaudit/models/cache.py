@@ -103,6 +103,9 @@ class CachedBackend(Backend):
     def identity(self) -> dict[str, Any]:
         return self.inner.identity()
 
+    def identity_aliases(self) -> list[dict[str, Any]]:
+        return self.inner.identity_aliases()
+
     def _cached(self, kind: str, payloads: list[dict[str, Any]], compute) -> list[Any]:
         keys = [ResultCache.key(self._ident, kind, p) for p in payloads]
         found = self.cache.get_many(list(dict.fromkeys(keys)))
@@ -110,6 +113,8 @@ class CachedBackend(Backend):
         for i, k in enumerate(keys):
             if k not in found:
                 first.setdefault(k, i)  # the same prompt twice in one call is computed once
+        if first:
+            self._from_aliases(kind, payloads, keys, first, found)
         todo = list(first.values())
         self.hits += len(keys) - len(todo)
         self.misses += len(todo)
@@ -121,6 +126,22 @@ class CachedBackend(Backend):
                 rows.append((keys[i], kind, self.name, self._model, value))
             self.cache.put_many(rows)
         return [found[k] for k in keys]
+
+    def _from_aliases(self, kind: str, payloads: list[dict[str, Any]], keys: list[str], first: dict[str, int],
+                      found: dict[str, Any]) -> None:
+        """Answers cached under an identity the model had before (see `Backend.identity_aliases`),
+        copied under today's key so the next lookup finds them directly."""
+        for alias in self.inner.identity_aliases():
+            old = {k: ResultCache.key(alias, kind, payloads[i]) for k, i in first.items()}
+            hit = self.cache.get_many(list(old.values()))
+            rows = [(k, kind, self.name, self._model, hit[o]) for k, o in old.items() if o in hit]
+            for k, _, _, _, value in rows:
+                found[k] = value
+                del first[k]
+            if rows:
+                self.cache.put_many(rows)
+            if not first:
+                return
 
     def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
         payloads = [{"prompt": [p.system, p.shared, p.task, p.answer_prefix], "k": k,

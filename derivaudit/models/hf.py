@@ -183,7 +183,8 @@ class TransformersBackend(Backend):
 
     def _from_gguf(self, path: Path, label: str) -> tuple[str, dict[str, Any]]:
         sha = file_sha256(path)
-        ident = {"model": label, "file": str(path), "file_sha256": sha}
+        ident = {"model": label, "file_sha256": sha}
+        self._file = str(path)
         target = home() / "models" / f"{path.stem}-{sha[:12]}"
         opts = {"local_files_only": True}
         if (target / "config.json").exists():
@@ -210,6 +211,10 @@ class TransformersBackend(Backend):
 
     def identity(self) -> dict[str, Any]:
         return dict(self._identity)
+
+    def identity_aliases(self) -> list[dict[str, Any]]:
+        file = getattr(self, "_file", None)  # a GGUF file: up to 0.2.0 its path was part of it
+        return [{**self._identity, "file": file}] if file else []
 
     def variant_ids(self, word: str) -> set[int]:
         return variant_ids(self.tokenizer, word)

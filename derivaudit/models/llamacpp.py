@@ -104,7 +104,7 @@ class LlamaCppBackend(Backend):
         self.template = meta.get("tokenizer.chat_template")
         self._bos = self._token_text(self._vocab.token_bos())
         self._eos = self._token_text(self._vocab.token_eos())
-        self._identity = {"backend": self.name, "model": label, "file": str(path), "file_sha256": file_sha256(path),
+        self._identity = {"backend": self.name, "model": label, "file_sha256": file_sha256(path),
                           "chat_template_sha256": _sha(self.template or ""), "dtype": meta.get("general.file_type"),
                           "n_ctx": n_ctx}
         self.verdict_ids = VerdictIds(self._variant_ids)
@@ -144,6 +144,9 @@ class LlamaCppBackend(Backend):
 
     def identity(self) -> dict[str, Any]:
         return dict(self._identity)
+
+    def identity_aliases(self) -> list[dict[str, Any]]:
+        return [{**self._identity, "file": str(self.path)}]  # up to 0.2.0 the path was part of it
 
     # ------------------------------------------------------------ rendering
 
