@@ -8,8 +8,8 @@ empty context, without the result cache, and prints how many first generations d
 
     python benchmarks/bench_determinism.py [--model BACKEND:MODEL] [--n 20] [--out rows.jsonl]
 
-The embedded default on the 2-core development machine: about 8 s per write in the batch and 37 s
-per write alone (the instructions are evaluated again each time).
+The embedded default on the 2-core development machine, --n 20: 8.5 s per write in the batch, 28 s
+alone (the instructions are evaluated again each time); 11 of 20 differed.
 """
 
 from __future__ import annotations
