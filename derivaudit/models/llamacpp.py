@@ -4,11 +4,14 @@ weights instead of several GB of de-quantized torch tensors, and fast decoding.
 
 Scoring follows the same rule as every backend (base.py): the log-softmax of the first generated
 token's logits, the top k, yes/no variants summed, scoring errors and bounded scores flagged.
-Prompts that share an evidence block are grouped: the block is evaluated once, its KV state is
-kept (an LRU of saved states), and each prompt then evaluates only its own suffix, one prompt at a
-time. (Running several suffixes side by side in one batch was measured 12% faster but made a
-prompt's score depend on what it was batched with, by up to 0.2 log-odds; one at a time, a
-prompt's score is the same alone, after a shared prefix, or from scratch.)
+Every prompt is evaluated in the same two pieces whatever it is batched with: its system message
+and shared block (the evidence, or the decomposition instructions), kept as a saved KV state (an
+LRU) and evaluated once per block, then the rest of the prompt in one call. llama.cpp's sums for a
+token depend on the piece it is evaluated in; when the pieces followed the batch (the longest
+prefix shared with a neighbour), 11 of 20 greedy decompositions changed with what they were
+decomposed beside (benchmarks/bench_determinism.py). Now a prompt's logits are the same alone, in
+any batch and in any order. (Running several suffixes side by side in one batch was measured 12%
+faster but made a score depend on its batch by up to 0.2 log-odds.)
 """
 
 from __future__ import annotations
@@ -28,16 +31,15 @@ from .base import (
     Prompt,
     Score,
     VerdictIds,
-    common_prefix,
     cut_at_stop,
     score_from_top,
     word_variants,
 )
 from .cores import FreeCores
 
-# A saved state is restored for a prefix it shares only when it saves at least this many tokens
+# A shared block shorter than this is evaluated with the rest of its prompt, not saved apart
 # (restoring copies the state: cheap next to evaluating tens of tokens, not next to a few).
-MIN_RESTORE = 16
+MIN_SPLIT = 16
 
 
 def _shared(a: Sequence[int], b: Sequence[int]) -> int:
@@ -96,6 +98,8 @@ class LlamaCppBackend(Backend):
         self._llama_cpp = llama_cpp
         self._llm: Any = None
         self._states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._heads: dict[tuple[str | None, str], list[int]] = {}  # (system, shared) -> its tokens
+        self._built: tuple[int, ...] | None = None  # the prefix the context was built from, as one piece
         self.state_cache_size = state_cache_size
         # The vocabulary only (no weights) for the identity, tokenizer and yes/no ids: fully cached
         # reruns never load the weights.
@@ -160,25 +164,49 @@ class LlamaCppBackend(Backend):
 
     # ------------------------------------------------------------ evaluation with prefix states
 
-    def _goto(self, prefix: list[int]) -> None:
-        """Make the context hold exactly `prefix`: keep what it already shares with it, restore a saved
-        KV state, or evaluate what is missing (and save the state for later calls)."""
+    def _split(self, prompt: Prompt, seq: list[int]) -> int:
+        """Where a prompt's evaluation is split: after the tokens of its system message and shared
+        block (what every prompt of one memory, or every write's decomposition, has in common).
+        A function of the prompt alone, never of its neighbours: llama.cpp's sums for a token
+        depend on the piece it was evaluated in, and a split that followed the batch made a greedy
+        decomposition change with what it was decomposed beside (bench_determinism.py: 11 of 20)."""
+        if not prompt.shared:
+            return 0
+        key = (prompt.system, prompt.shared)
+        head = self._heads.get(key)
+        if head is None:
+            head = self._heads[key] = self.encode(Prompt(prompt.shared, "", system=prompt.system))
+            if len(self._heads) > 4 * self.state_cache_size:
+                self._heads.pop(next(iter(self._heads)))
+        n = min(_shared(seq, head), len(seq) - 1)  # the boundary token may merge with the task's first
+        return n if n >= MIN_SPLIT else 0
+
+    def _at(self, prefix: list[int]) -> None:
+        """Make the context hold exactly `prefix`, its KV cells computed as one piece from an empty
+        context: kept when the context was built from this very prefix, else restored from a saved
+        state of this very prefix, else evaluated (and saved). A state of a longer or shorter prefix
+        is never cut back or extended: its cells were computed in other pieces."""
         llm = self.llm
-        have = _shared(llm.input_ids[: llm.n_tokens].tolist(), prefix)
         key = tuple(prefix)
-        if have < len(prefix) and key in self._states:
-            self._restore(key)
+        if (self._built == key and llm.n_tokens >= len(key)
+                and llm.input_ids[: len(key)].tolist() == prefix):
+            llm.n_tokens = len(key)
             return
-        if have < len(prefix):  # a saved state that shares more of it: restored, then cut back
-            best, n = max(((k, _shared(k, prefix)) for k in self._states), key=lambda x: x[1], default=(None, 0))
-            if best is not None and n > have + MIN_RESTORE:
-                self._restore(best)
-                have = n
-        llm.n_tokens = have
-        if have < len(prefix):
-            self._eval(prefix[have:])
-            if len(prefix) > 64:
+        if key and key in self._states:
+            self._restore(key)
+        else:
+            llm.n_tokens = 0
+            if key:
+                self._eval(prefix)
                 self._save(key)
+        self._built = key
+
+    def _run(self, prompt: Prompt, seq: list[int]) -> None:
+        """Evaluate one prompt as [shared prefix][the rest], each piece in one call: the same pieces
+        alone, in any batch, in any order, so the same logits."""
+        n = self._split(prompt, seq)
+        self._at(seq[:n])
+        self._eval(seq[n:])
 
     def _save(self, key: tuple[int, ...]) -> None:
         """The KV cells of the sequence only (llama-cpp-python's save_state also copies n_ctx x vocab
@@ -206,20 +234,6 @@ class LlamaCppBackend(Backend):
         llm.input_ids[: len(key)] = key
         llm.n_tokens = len(key)
 
-    def _extend(self, seq: list[int]) -> None:
-        """Evaluate `seq`, keeping every token the context already shares with it (the evidence
-        prefix, and the start of the previous prompt's question: E and R of one obligation share
-        most of theirs). At least the last token is evaluated, for fresh logits. Splitting the
-        evaluation anywhere gives the same logits as evaluating the whole prompt at once."""
-        llm = self.llm
-        cur = llm.input_ids[: llm.n_tokens]
-        n = min(len(cur), len(seq) - 1)
-        same = 0
-        while same < n and cur[same] == seq[same]:
-            same += 1
-        llm.n_tokens = same
-        self._eval(seq[same:])
-
     def _eval(self, tokens: list[int]) -> None:
         if self.llm.n_tokens + len(tokens) > self.n_ctx:
             raise BackendError(f"prompt of {self.llm.n_tokens + len(tokens)} tokens exceeds the context of "
@@ -239,43 +253,42 @@ class LlamaCppBackend(Backend):
         m = logits.max()
         return logits - (m + np.log(np.exp(logits - m).sum()))
 
-    def _groups(self, prompts: Sequence[Prompt]) -> tuple[list[list[int]], list[tuple[list[int], int]]]:
-        """Token ids of every prompt and (indices, shared-prefix length) groups, in first-seen order."""
+    def _order(self, prompts: Sequence[Prompt]) -> tuple[list[list[int]], list[int]]:
+        """Token ids of every prompt, and an order that keeps prompts of one shared block together
+        (first-seen blocks first): each block is evaluated or restored once. The order changes
+        the cost, never an answer."""
         seqs = [self.encode(p) for p in prompts]
         self.usage.prompts += len(seqs)
         self.usage.prompt_tokens += sum(map(len, seqs))
-        groups: dict[str, list[int]] = {}
+        first: dict[tuple[str | None, str], int] = {}
         for i, p in enumerate(prompts):
-            groups.setdefault(p.shared, []).append(i)
-        return seqs, [(ix, common_prefix([seqs[i] for i in ix])) for ix in groups.values()]
+            first.setdefault((p.system, p.shared), i)
+        return seqs, sorted(range(len(seqs)), key=lambda i: (first[(prompts[i].system, prompts[i].shared)], i))
 
     # ------------------------------------------------------------ the interface
 
     def score(self, prompts: Sequence[Prompt], k: int = DEFAULT_TOP_K) -> list[Score]:
         import numpy as np
 
-        seqs, groups = self._groups(prompts)
+        seqs, order = self._order(prompts)
         out: list[Score | None] = [None] * len(seqs)
-        for ix, common in groups:
-            self._goto(seqs[ix[0]][:common])
-            for i in sorted(ix, key=lambda i: seqs[i]):  # neighbours share the most tokens
-                self._extend(seqs[i])
-                lp = self._last_logprobs()
-                top = np.argpartition(-lp, k)[:k]
-                top = top[np.argsort(-lp[top])]
-                out[i] = score_from_top([(int(t), float(lp[t])) for t in top], *self.verdict_ids(prompts[i].verdict), k,
-                                        label=lambda t: self._vocab.detokenize([t]).decode("utf-8", "replace"))
+        for i in order:
+            self._run(prompts[i], seqs[i])
+            lp = self._last_logprobs()
+            top = np.argpartition(-lp, k)[:k]
+            top = top[np.argsort(-lp[top])]
+            out[i] = score_from_top([(int(t), float(lp[t])) for t in top], *self.verdict_ids(prompts[i].verdict), k,
+                                    label=lambda t: self._vocab.detokenize([t]).decode("utf-8", "replace"))
         return out  # type: ignore[return-value]
 
     def top_logprobs(self, prompts: Sequence[Prompt], k: int) -> list[list[tuple[str, float]]]:
-        """The top-k first tokens as (text, logprob), as an OpenAI-compatible server returns them."""
+        """The top-k first tokens as (text, logprob), as an OpenAI-compatible server returns them
+        (evaluated in the same pieces as `score`: the same numbers)."""
         import numpy as np
 
         res = []
         for p in prompts:
-            seq = self.encode(p)
-            self._goto(seq[:-1])
-            self._eval(seq[-1:])
+            self._run(p, self.encode(p))
             lp = self._last_logprobs()
             top = np.argsort(-lp)[:k]
             res.append([(self._vocab.detokenize([int(t)]).decode("utf-8", "replace"), float(lp[t])) for t in top])
@@ -285,31 +298,30 @@ class LlamaCppBackend(Backend):
                  stop: Sequence[str] = ()) -> list[str]:
         """Greedy decoding token by token after the shared prefix; stops at end of turn, a stop string
         or the budget."""
-        seqs, groups = self._groups(prompts)
+        seqs, order = self._order(prompts)
         outs = [""] * len(seqs)
         eog = self.llm.token_eos()
         vocab = self.llm._model.vocab if hasattr(self.llm._model, "vocab") else None
-        for ix, common in groups:
-            self._goto(seqs[ix[0]][:common])
-            for i in sorted(ix, key=lambda i: seqs[i]):
-                self._extend(seqs[i])
-                gen: list[int] = []
-                text = ""
-                for _ in range(max_new_tokens):
-                    t = int(self._last_logprobs().argmax())
-                    if t == eog or (vocab is not None and self._llama_cpp.llama_vocab_is_eog(vocab, t)):
-                        break
-                    gen.append(t)
-                    self.usage.generated_tokens += 1
-                    text = self._vocab.detokenize(gen).decode("utf-8", "ignore")
-                    if stop and any(s in text for s in stop):
-                        break
-                    self.llm.eval([t])  # a generated token, not prompt work: counted in generated_tokens
-                outs[i] = cut_at_stop(text, stop).strip()
+        for i in order:
+            self._run(prompts[i], seqs[i])
+            gen: list[int] = []
+            text = ""
+            for _ in range(max_new_tokens):
+                t = int(self._last_logprobs().argmax())
+                if t == eog or (vocab is not None and self._llama_cpp.llama_vocab_is_eog(vocab, t)):
+                    break
+                gen.append(t)
+                self.usage.generated_tokens += 1
+                text = self._vocab.detokenize(gen).decode("utf-8", "ignore")
+                if stop and any(s in text for s in stop):
+                    break
+                self.llm.eval([t])  # a generated token, not prompt work: counted in generated_tokens
+            outs[i] = cut_at_stop(text, stop).strip()
         return outs
 
     def close(self) -> None:
         self._states.clear()
+        self._built = None
         if self._llm is not None:
             with contextlib.suppress(Exception):
                 self._llm.close()
