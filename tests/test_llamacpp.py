@@ -112,6 +112,39 @@ def test_generate_is_greedy_and_stops(smol):
 
 
 @pytest.mark.slow
+def test_a_run_killed_in_a_long_call_keeps_the_parts_it_computed(tmp_path):
+    """The result cache stores a llama.cpp call's answers every `commit_every` prompts, a shared block's
+    prompts together: a run killed mid-call (an interrupt in the third part) keeps the parts before
+    it, the rerun computes only the rest, and every answer equals an uninterrupted run's to the last
+    bit. (A calibration is one call of 200+ prompts: half an hour on 2 cores, all lost to a kill.)"""
+    from derivaudit.models.cache import CachedBackend, ResultCache
+
+    lines = [f"[{i}] A: this is a quiet passage number {i} about nothing much at all." for i in range(1, 9)]
+    blocks = [EVIDENCE, "Passages:\n" + "\n".join(lines[:6]) + "\n\n", "Passages:\n" + "\n".join(lines) + "\n\n"]
+    prompts = [Prompt(b, t) for t in TASKS for b in blocks]  # blocks interleaved in the input
+    whole = load_backend("llamacpp", "smollm2", cache=False).score(prompts)
+    be = load_backend("llamacpp", "smollm2", cache=False)
+    be.commit_every = 4
+    real, calls = be.score, []
+
+    def killed_in_third_part(ps, k=100):
+        calls.append([blocks.index(p.shared) for p in ps])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(ps, k)
+
+    be.score = killed_in_third_part
+    cache = ResultCache(tmp_path / "c.sqlite")
+    with pytest.raises(KeyboardInterrupt):
+        CachedBackend(be, cache).score(prompts)
+    assert calls == [[0, 0, 0, 1], [1, 1, 2, 2], [2]] and cache.stats()["entries"] == 8
+    be.score = real
+    rerun = CachedBackend(be, cache)
+    got = rerun.score(prompts)
+    assert (rerun.hits, rerun.misses) == (8, 1)
+    assert [s.to_dict() for s in got] == [s.to_dict() for s in whole]
+
+
 def test_the_same_file_at_another_path_answers_from_the_cache(smol, tmp_path):
     """The cache key is the file's content, not where it lies: a moved home, a new virtual
     environment or a copied model file stays warm, and answers cached by 0.2.0 (whose identity held

@@ -175,6 +175,11 @@ class Backend(ABC):
     """
 
     name: str = ""
+    # How many uncached prompts the result cache sends in one call before it stores their answers
+    # (None: all in one call). Set by a local backend whose answers do not depend on the batch (one
+    # prompt at a time anyway), so a run killed in a long call (a calibration: 200+ prompts, half
+    # an hour on 2 cores) keeps what it computed; never by a batching engine, whose batches are speed.
+    commit_every: int | None = None
 
     def __init__(self) -> None:
         self.usage = Usage()

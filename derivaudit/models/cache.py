@@ -118,13 +118,19 @@ class CachedBackend(Backend):
         todo = list(first.values())
         self.hits += len(keys) - len(todo)
         self.misses += len(todo)
-        if todo:
-            fresh = compute(todo)
+        step = self.inner.commit_every or len(todo) or 1
+        if step < len(todo):  # prompts of one shared block in one part, as the backend would order them
+            block: dict[str, int] = {}
+            for i in todo:
+                block.setdefault(orjson.dumps(payloads[i]["prompt"][:2]).decode(), i)
+            todo.sort(key=lambda i: (block[orjson.dumps(payloads[i]["prompt"][:2]).decode()], i))
+        for s in range(0, len(todo), step):
+            part = todo[s:s + step]
             rows = []
-            for i, value in zip(todo, fresh, strict=True):
+            for i, value in zip(part, compute(part), strict=True):
                 found[keys[i]] = value
                 rows.append((keys[i], kind, self.name, self._model, value))
-            self.cache.put_many(rows)
+            self.cache.put_many(rows)  # stored before the next part is computed
         return [found[k] for k in keys]
 
     def _from_aliases(self, kind: str, payloads: list[dict[str, Any]], keys: list[str], first: dict[str, int],

@@ -71,6 +71,7 @@ def render_chat(template: str, messages: list[dict[str, str]], bos: str = "", eo
 
 class LlamaCppBackend(Backend):
     name = "llamacpp"
+    commit_every = 32  # a prompt's answer is the same alone and in any batch (`_run`): parts cost nothing
 
     def __init__(self, model: str, *, n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512,
                  seed: int = 0, state_cache_size: int = 8):
