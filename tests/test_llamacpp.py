@@ -145,6 +145,7 @@ def test_a_run_killed_in_a_long_call_keeps_the_parts_it_computed(tmp_path):
     assert [s.to_dict() for s in got] == [s.to_dict() for s in whole]
 
 
+@pytest.mark.slow
 def test_the_same_file_at_another_path_answers_from_the_cache(smol, tmp_path):
     """The cache key is the file's content, not where it lies: a moved home, a new virtual
     environment or a copied model file stays warm, and answers cached by 0.2.0 (whose identity held

@@ -120,10 +120,10 @@ class CachedBackend(Backend):
         self.misses += len(todo)
         step = self.inner.commit_every or len(todo) or 1
         if step < len(todo):  # prompts of one shared block in one part, as the backend would order them
-            block: dict[str, int] = {}
+            first_of: dict[tuple, int] = {}  # (system, shared) -> its first prompt
             for i in todo:
-                block.setdefault(orjson.dumps(payloads[i]["prompt"][:2]).decode(), i)
-            todo.sort(key=lambda i: (block[orjson.dumps(payloads[i]["prompt"][:2]).decode()], i))
+                first_of.setdefault(tuple(payloads[i]["prompt"][:2]), i)
+            todo.sort(key=lambda i: (first_of[tuple(payloads[i]["prompt"][:2])], i))
         for s in range(0, len(todo), step):
             part = todo[s:s + step]
             rows = []
