@@ -75,6 +75,51 @@ def test_mem0_history(fixtures, tmp_path):
     assert (upd.operation, upd.parent_id, upd.round, upd.source_id) == ("update", "h1", 1, "m-diet")
     assert upd.citations == ("t3",)
     assert log.write("h2").citations == ("t1", "t2")
+    # the DELETE entry ("Forget where I live.") is a deletion made in bob's conversation, at its message
+    (op,) = log.operations
+    assert (op.kind, op.target, op.conversation_id, op.origin) == ("delete", "h4", "bob", "conversation")
+    assert log.conversations["bob"].turns[-1].text == "Forget where I live." and op.last_seen_turn == "t2"
+    assert op.citations == ("t2",)
+    from derivaudit import lifecycle
+
+    case, update = lifecycle.cases(log)  # the lifecycle audit takes it, against the turn after the write
+    assert case.case_id == "delete:h5" and update.case_id == "update:h3"
+    assert [t.text for t in lifecycle.after_turns(log, case)] == ["Forget where I live."]
+
+
+def _mem0_entry(i, event, mid, user="u", text="Likes tea", msgs=("I like tea.",), at=None):
+    return {"id": f"h{i}", "memory_id": mid, "event": event, "new_memory": text if event != "DELETE" else None,
+            "old_memory": text if event == "DELETE" else None, "user_id": user,
+            "created_at": at or f"2025-03-0{i}T10:00:00Z", "input": [{"role": "user", "content": m} for m in msgs]}
+
+
+def test_mem0_deletions(tmp_path):
+    """A DELETE with no input is an API deletion at the last turn before it; one sharing its add()
+    call with an ADD shares the call's turns; a DELETE of a memory never imported, or of one already
+    deleted, is counted; one naming another user than its memory's is a problem."""
+    same_call, said = "2025-03-03T10:00:00Z", ("My cat ran off, I have a dog now.",)
+    entries = [_mem0_entry(1, "ADD", "m1"), _mem0_entry(2, "ADD", "m2", text="Has a cat", msgs=("I have a cat.",)),
+               _mem0_entry(3, "ADD", "m3", text="Has a dog", msgs=said, at=same_call),
+               _mem0_entry(4, "DELETE", "m2", text="Has a cat", msgs=said, at=same_call),
+               _mem0_entry(5, "DELETE", "m1", msgs=()), _mem0_entry(6, "DELETE", "m1", msgs=()),
+               _mem0_entry(7, "DELETE", "m-unknown", msgs=())]
+    src = tmp_path / "h.json"
+    src.write_text(json.dumps(entries))
+    log, notes = run_import("mem0", src, tmp_path / "o.jsonl")
+    assert [t.text for t in log.conversations["u"].turns] == ["I like tea.", "I have a cat.",
+                                                              "My cat ran off, I have a dog now."]
+    cat, tea = log.operations
+    assert (cat.target, cat.origin, cat.last_seen_turn, cat.citations) == ("h2", "conversation", "t3", ("t3",))
+    assert (tea.target, tea.origin, tea.last_seen_turn, tea.citations) == ("h1", "api", "t3", ())
+    assert notes["deleted_events"] == 4 and notes["deletions_repeated"] == 1 and notes["deletions_not_imported"] == 1
+    assert load_log(tmp_path / "o.jsonl").operations == log.operations  # what was written loads clean
+
+    entries[3]["user_id"] = "someone-else"
+    src.write_text(json.dumps(entries))
+    with pytest.raises(LogError) as e:
+        run_import("mem0", src, tmp_path / "o2.jsonl")
+    (p,) = e.value.problems
+    assert p.field == "[3].user_id" and "'m2'" in p.message and not (tmp_path / "o2.jsonl").exists()
 
 
 def test_mem0_entry_without_input(tmp_path):

@@ -138,4 +138,5 @@ def import_(
     _report_skipped(log)
     extra = "".join(f", {k}: {v}" for k, v in notes.items())
     err.print(f"[green]wrote[/green] {escape(str(output))}: {len(log.conversations)} conversations, "
-              f"{log.n_turns} turns, {len(log.writes)} writes{escape(extra)}")
+              f"{log.n_turns} turns, {len(log.writes)} writes"
+              + (f", {len(log.operations)} operations" if log.operations else "") + escape(extra))

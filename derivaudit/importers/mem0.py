@@ -9,7 +9,16 @@ Mapping: conversation = `user_id` (or `run_id`/`agent_id`, else "default"); the 
 distinct add() call (same input and created_at) become turns once, in time order; a write cites
 every message of its call and its write point is the call's last message. UPDATE entries point
 to the previous write of the same memory through `parent_id` and count rewrite rounds;
-`source_id` is the memory id. DELETE and NONE events write nothing and are counted.
+`source_id` is the memory id. NONE events write nothing and are counted.
+
+A DELETE entry is a deletion of the memory's last imported version (the lifecycle audit judges it
+against the turns after that version's write): with its `input` (the messages that led to it, which
+the platform records like an ADD's) it is made in the conversation, at that call's last message,
+citing its messages; with no input nothing in the conversation led to it (`client.delete()`), so it
+is marked `origin: "api"` at the conversation's last turn before it. A DELETE belongs to the
+conversation of its memory id; one naming another user is a problem (the record is inconsistent). A
+DELETE of a memory that was never imported, a second DELETE of one memory, and an API deletion with
+no turn before it are counted in the notes, not imported.
 """
 
 from __future__ import annotations
@@ -54,28 +63,12 @@ def convert(path: str | Path) -> ImportResult:
     last_write: dict[str, str] = {}
     rounds: dict[str, int] = {}
     skipped = {"DELETE": 0, "NONE": 0}
-    for created, i, e in entries:
-        where = f"[{i}]"
-        event = str(_get(e, "event") or "").upper()
-        if event in skipped:
-            skipped[event] += 1
-            continue
-        if event not in ("ADD", "UPDATE"):
-            res.problems.append(Problem(f, None, f"{where}.event", "bad_value",
-                                        f"unknown event {event!r} (expected ADD, UPDATE, DELETE or NONE)"))
-            continue
-        conv = str(_get(e, "user_id", "userId", "run_id", "agent_id") or "default")
-        msgs = _get(e, "input")
-        if not isinstance(msgs, list) or not msgs or not all(
-            isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip() for m in msgs
-        ):
-            res.problems.append(Problem(f, None, f"{where}.input", "missing_field",
-                                        "needs the non-empty input messages that triggered the write"))
-            continue
-        text = _get(e, "new_memory", "newMemory", "memory")
-        if not isinstance(text, str) or not text.strip():
-            res.problems.append(Problem(f, None, f"{where}.new_memory", "empty_text", "memory text is empty"))
-            continue
+    stats: dict[str, int] = {}
+    conv_of: dict[str, str] = {}  # memory id -> the conversation its writes are in
+    deleted: set[str] = set()
+
+    def turns_of(conv: str, created: str, msgs: list[dict[str, Any]]) -> list[str]:
+        """The turn ids of one add() call's messages, made once per distinct call."""
         key = (conv, created, orjson.dumps(msgs))
         ids = batches.get(key)
         if ids is None:
@@ -88,8 +81,36 @@ def convert(path: str | Path) -> ImportResult:
                 res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
                                   "speaker": str(m.get("role", "")), "text": m["content"],
                                   "time": created or None})
+        return ids
+
+    for created, i, e in entries:
+        where = f"[{i}]"
+        event = str(_get(e, "event") or "").upper()
+        if event in skipped:
+            skipped[event] += 1
+        if event == "NONE":
+            continue
+        if event not in ("ADD", "UPDATE", "DELETE"):
+            res.problems.append(Problem(f, None, f"{where}.event", "bad_value",
+                                        f"unknown event {event!r} (expected ADD, UPDATE, DELETE or NONE)"))
+            continue
+        conv = str(_get(e, "user_id", "userId", "run_id", "agent_id") or "default")
+        msgs = _get(e, "input")
         mid = str(_get(e, "memory_id", "memoryId") or _get(e, "id") or "")
         wid = str(_get(e, "id") or f"{mid}@{i}")
+        if event == "DELETE":
+            _delete(res, stats, f, where, e, created, conv, msgs, mid, wid, conv_of, last_write, deleted, order,
+                    turns_of)
+            continue
+        if not _messages_ok(msgs):
+            res.problems.append(Problem(f, None, f"{where}.input", "missing_field",
+                                        "needs the non-empty input messages that triggered the write"))
+            continue
+        text = _get(e, "new_memory", "newMemory", "memory")
+        if not isinstance(text, str) or not text.strip():
+            res.problems.append(Problem(f, None, f"{where}.new_memory", "empty_text", "memory text is empty"))
+            continue
+        ids = turns_of(conv, created, msgs)
         cited = ids[-MAX_PASSAGES:]
         if len(ids) > MAX_PASSAGES:
             res.notes["citations_truncated"] = res.notes.get("citations_truncated", 0) + 1
@@ -101,7 +122,50 @@ def convert(path: str | Path) -> ImportResult:
         })
         if mid:
             last_write[mid] = wid
+            conv_of[mid] = conv
             rounds[mid] = rounds.get(mid, 0) + 1
     res.notes.update({"entries": len(data), "deleted_events": skipped["DELETE"],
-                      "none_events": skipped["NONE"]})
+                      "none_events": skipped["NONE"], **stats})
     return res
+
+
+def _messages_ok(msgs: Any) -> bool:
+    return isinstance(msgs, list) and bool(msgs) and all(
+        isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip() for m in msgs)
+
+
+def _delete(res: ImportResult, stats: dict[str, int], f: str, where: str, e: dict[str, Any], created: str,
+            conv: str, msgs: Any, mid: str, wid: str, conv_of: dict[str, str], last_write: dict[str, str],
+            deleted: set[str], order: dict[str, int], turns_of: Any) -> None:
+    """A DELETE entry as a deletion of its memory's last imported version (module docstring)."""
+    target = last_write.get(mid)
+    if target is None:
+        stats["deletions_not_imported"] = stats.get("deletions_not_imported", 0) + 1
+        return
+    if mid in deleted:
+        stats["deletions_repeated"] = stats.get("deletions_repeated", 0) + 1
+        return
+    home = conv_of[mid]
+    named = _get(e, "user_id", "userId", "run_id", "agent_id")
+    if named is not None and conv != home:
+        res.problems.append(Problem(f, None, f"{where}.user_id", "bad_value",
+                                    f"memory {mid!r} was written in conversation {home!r}; its DELETE names {conv!r}"))
+        return
+    if msgs not in (None, []) and not _messages_ok(msgs):
+        res.problems.append(Problem(f, None, f"{where}.input", "bad_value",
+                                    "the input messages that led to the deletion need non-empty text"))
+        return
+    if msgs:
+        ids = turns_of(home, created, msgs)
+        point, cited, origin = ids[-1], ids[-MAX_PASSAGES:], "conversation"
+    else:
+        n = order.get(home, 0)  # entries are in time order: the conversation's turns so far
+        if n == 0:
+            stats["deletions_not_imported"] = stats.get("deletions_not_imported", 0) + 1
+            return
+        point, cited, origin = f"t{n}", [], "api"
+    deleted.add(mid)
+    res.operations.append({
+        "type": "operation", "operation_id": f"delete:{wid}", "conversation_id": home, "kind": "delete",
+        "target": target, "last_seen_turn": point, "citations": cited, "time": created or None,
+        "origin": origin, "meta": {"mem0": "DELETE entry", "memory_id": mid}})
