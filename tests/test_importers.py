@@ -122,6 +122,29 @@ def test_mem0_deletions(tmp_path):
     assert p.field == "[3].user_id" and "'m2'" in p.message and not (tmp_path / "o2.jsonl").exists()
 
 
+def test_mem0_update_through_the_api(tmp_path):
+    """An UPDATE with no input (client.update()) is an API edit: no citations, at the last turn before
+    it, origin api (the lifecycle audit counts it apart); one with input was made in the conversation;
+    an UPDATE with no input of a memory never imported is still a problem."""
+    entries = [_mem0_entry(1, "ADD", "m1"), _mem0_entry(2, "UPDATE", "m1", text="Likes green tea", msgs=()),
+               _mem0_entry(3, "UPDATE", "m1", text="Likes black tea", msgs=("Black tea now.",))]
+    src = tmp_path / "h.json"
+    src.write_text(json.dumps(entries))
+    log, notes = run_import("mem0", src, tmp_path / "o.jsonl")
+    api, said = log.write("h2"), log.write("h3")
+    assert (api.citations, api.last_seen_turn, api.parent_id, api.meta["origin"]) == ((), "t1", "h1", "api")
+    assert (said.citations, said.parent_id, said.meta["origin"]) == (("t2",), "h2", "conversation")
+    assert notes["api_updates"] == 1
+    from derivaudit import lifecycle
+
+    assert [(c.case_id, c.origin) for c in lifecycle.cases(log)] == [("update:h2", "api"),
+                                                                    ("update:h3", "conversation")]
+    src.write_text(json.dumps([_mem0_entry(1, "UPDATE", "m9", msgs=())]))
+    with pytest.raises(LogError) as e:
+        run_import("mem0", src, tmp_path / "o2.jsonl")
+    assert e.value.problems[0].field == "[0].input"
+
+
 def test_mem0_entry_without_input(tmp_path):
     src = tmp_path / "m.json"
     src.write_text(json.dumps([{"id": "x", "event": "ADD", "new_memory": "m", "user_id": "u"}]))

@@ -9,7 +9,10 @@ Mapping: conversation = `user_id` (or `run_id`/`agent_id`, else "default"); the 
 distinct add() call (same input and created_at) become turns once, in time order; a write cites
 every message of its call and its write point is the call's last message. UPDATE entries point
 to the previous write of the same memory through `parent_id` and count rewrite rounds;
-`source_id` is the memory id. NONE events write nothing and are counted.
+`source_id` is the memory id; an UPDATE with its input is `meta.origin: "conversation"`. An UPDATE
+with no input is an edit through the API (`client.update()`): imported with no citations at the
+conversation's last turn before it, `meta.origin: "api"` (the lifecycle audit reports it apart).
+NONE events write nothing and are counted.
 
 A DELETE entry is a deletion of the memory's last imported version (the lifecycle audit judges it
 against the turns after that version's write): with its `input` (the messages that led to it, which
@@ -102,7 +105,8 @@ def convert(path: str | Path) -> ImportResult:
             _delete(res, stats, f, where, e, created, conv, msgs, mid, wid, conv_of, last_write, deleted, order,
                     turns_of)
             continue
-        if not _messages_ok(msgs):
+        api_edit = event == "UPDATE" and msgs in (None, []) and mid in last_write and order.get(conv_of[mid], 0) > 0
+        if not api_edit and not _messages_ok(msgs):
             res.problems.append(Problem(f, None, f"{where}.input", "missing_field",
                                         "needs the non-empty input messages that triggered the write"))
             continue
@@ -110,15 +114,25 @@ def convert(path: str | Path) -> ImportResult:
         if not isinstance(text, str) or not text.strip():
             res.problems.append(Problem(f, None, f"{where}.new_memory", "empty_text", "memory text is empty"))
             continue
-        ids = turns_of(conv, created, msgs)
-        cited = ids[-MAX_PASSAGES:]
-        if len(ids) > MAX_PASSAGES:
-            res.notes["citations_truncated"] = res.notes.get("citations_truncated", 0) + 1
+        meta = None
+        if api_edit:  # client.update(): no conversation led to it; the audit says what the history supports
+            conv = conv_of[mid]
+            cited, point = [], f"t{order[conv]}"
+            meta = {"origin": "api", "mem0": "UPDATE without input (an API edit): no citations"}
+            stats["api_updates"] = stats.get("api_updates", 0) + 1
+        else:
+            ids = turns_of(conv, created, msgs)
+            cited, point = ids[-MAX_PASSAGES:], ids[-1]
+            if len(ids) > MAX_PASSAGES:
+                res.notes["citations_truncated"] = res.notes.get("citations_truncated", 0) + 1
+            if event == "UPDATE":
+                meta = {"origin": "conversation"}
         res.writes.append({
             "type": "write", "write_id": wid, "conversation_id": conv, "text": text.strip(),
-            "citations": cited, "last_seen_turn": ids[-1], "time": created or None,
+            "citations": cited, "last_seen_turn": point, "time": created or None,
             "source_id": mid or None, "parent_id": last_write.get(mid) if event == "UPDATE" else None,
             "operation": event.lower(), "round": rounds.get(mid, 0) if event == "UPDATE" else 0,
+            **({"meta": meta} if meta else {}),
         })
         if mid:
             last_write[mid] = wid
