@@ -465,3 +465,60 @@ def test_letta_a_replace_by_nothing_removes_the_memory_or_leaves_its_rest(fixtur
     log, notes = run_import("letta", _letta_variant(fixtures, tmp_path, _replace_with("no such text")),
                             tmp_path / "u.jsonl")
     assert notes["removals_unmatched"] == 1 and not log.operations
+
+
+def _letta_tool_agent(calls):
+    """An agent file whose user says one thing before each memory-tool call (OK returns)."""
+    msgs = []
+    for k, (said, name, args) in enumerate(calls):
+        t = k + 1
+        msgs.append({"created_at": f"2025-05-02T10:{t:02d}:00+00:00", "role": "user",
+                     "content": [{"type": "text", "text": said}], "id": f"u{k}"})
+        msgs.append({"created_at": f"2025-05-02T10:{t:02d}:30+00:00", "role": "assistant", "content": [],
+                     "tool_calls": [{"id": f"call-{k + 1}", "type": "function",
+                                     "function": {"name": name, "arguments": json.dumps(args)}}], "id": f"a{k}"})
+        msgs.append({"created_at": f"2025-05-02T10:{t:02d}:40+00:00", "role": "tool", "tool_call_id": f"call-{k + 1}",
+                     "content": [{"type": "text", "text": '{"status": "OK"}'}], "id": f"r{k}"})
+    return {"agents": [{"id": "agent-1", "messages": msgs}]}
+
+
+def test_letta_memory_tool_commands(tmp_path):
+    """Letta's `memory` tool (core_tool_executor.py): create / str_replace (`old_string`, `new_string`) /
+    insert write to the block its `path` names; delete detaches the block, a deletion of each memory
+    still on it; rename moves them; memory_apply_patch is counted; rethink_memory names its block
+    `target_block_label`."""
+    af = _letta_tool_agent([
+        ("I live in Oslo.", "memory", {"command": "create", "path": "/memories/human", "description": "the user",
+                                       "file_text": "Lives in Oslo."}),
+        ("I moved to Bergen.", "memory", {"command": "str_replace", "path": "/memories/human",
+                                          "old_string": "Oslo", "new_string": "Bergen"}),
+        ("I have a cat.", "memory", {"command": "insert", "path": "/memories/human", "insert_text": "Has a cat."}),
+        ("Call that block me.", "memory", {"command": "rename", "old_path": "/memories/human",
+                                           "new_path": "/memories/me"}),
+        ("I like tea.", "memory_apply_patch", {"label": "me", "patch": "+Likes tea."}),
+        ("Summarise.", "rethink_memory", {"target_block_label": "notes", "new_memory": "Talks about moving."}),
+        ("Forget all that about me.", "memory", {"command": "delete", "path": "/memories/me"}),
+        ("Forget the notes too.", "memory", {"command": "delete", "path": "/memories/nothing-here"}),
+    ])
+    src = tmp_path / "a.af"
+    src.write_text(json.dumps(af))
+    log, notes = run_import("letta", src, tmp_path / "l.jsonl")
+    assert [(w.write_id, w.text, w.parent_id, w.operation) for w in log.writes] == [
+        ("call-1", "Lives in Oslo.", None, "add"), ("call-2", "Bergen", "call-1", "update"),
+        ("call-3", "Has a cat.", None, "add"), ("call-6", "Talks about moving.", None, "consolidate")]
+    assert log.write("call-2").meta["label"] == "human" and log.write("call-6").meta["label"] == "notes"
+    # the block renamed to "me" is deleted: its latest versions, not the replaced one
+    assert [(o.operation_id, o.target, o.last_seen_turn, o.origin) for o in log.operations] == [
+        ("call-7:1", "call-2", "t7", "conversation"), ("call-7:2", "call-3", "t7", "conversation")]
+    assert notes["patch_edits_not_imported"] == 1 and notes["block_deletions"] == 1
+    assert notes["block_deletions_unmatched"] == 1
+    assert load_log(tmp_path / "l.jsonl").operations == log.operations
+    # str_replace by nothing removes the text: the whole memory is a deletion of it
+    af = _letta_tool_agent([
+        ("I live in Oslo.", "memory", {"command": "create", "path": "/memories/human", "description": "the user",
+                                       "file_text": "Lives in Oslo."}),
+        ("Forget where I live.", "memory", {"command": "str_replace", "path": "/memories/human",
+                                            "old_string": "Lives in Oslo.", "new_string": ""})])
+    src.write_text(json.dumps(af))
+    log, notes = run_import("letta", src, tmp_path / "r.jsonl")
+    assert [(o.target, o.kind, o.last_seen_turn) for o in log.operations] == [("call-1", "delete", "t2")]

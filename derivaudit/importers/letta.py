@@ -10,7 +10,10 @@ Mapping: conversation = agent id (else name). Turns: user messages (MemGPT-style
 skipped) and what the assistant said to the user (`send_message` arguments, or its text when it
 called no tool; inner monologue is not a turn). Writes: calls of Letta's memory tools —
 core_memory_append / core_memory_replace / memory_insert / memory_replace / memory_rethink /
-archival_memory_insert / memory — whose tool return did not fail. The written text is the new
+rethink_memory / memory_str_replace / memory_str_insert / archival_memory_insert / memory (commands
+create, str_replace with `old_string`/`new_string`, insert) — whose tool return did not fail; a
+`memory` delete of a block deletes each memory still on it, a rename moves them to the new label,
+and `memory_apply_patch` edits are counted, not imported. The written text is the new
 content; the citation is the user turn before the call (Letta keeps no other provenance) and the
 write point is the last turn before it. A replace names its parent: the latest earlier write on the
 same block that contains the replaced text. Block labels go to `meta.label`. Reads:
@@ -30,11 +33,14 @@ from ..records import Problem
 from . import ORIGIN, ImportResult, content_text, instant, read_json, text_or_none
 
 MEMORY_TOOLS = {"core_memory_append": "add", "core_memory_replace": "update", "memory_insert": "add",
-                "memory_replace": "update", "memory_rethink": "consolidate", "archival_memory_insert": "add",
-                "memory": None}
-REPLACE_TOOLS = ("core_memory_replace", "memory_replace")
-_NEW = ("content", "new_content", "new_str", "new_memory", "insert_text", "file_text")
-_OLD = ("old_content", "old_str")
+                "memory_replace": "update", "memory_rethink": "consolidate", "rethink_memory": "consolidate",
+                "archival_memory_insert": "add", "memory_str_replace": "update", "memory_str_insert": "add",
+                "memory_apply_patch": None, "memory": None}
+# Tools whose empty new text removes the old text from the block (`value.replace(old, new)`); `memory`
+# does it with command str_replace (letta/services/tool_executor/core_tool_executor.py).
+REPLACE_TOOLS = ("core_memory_replace", "memory_replace", "memory_str_replace", "memory")
+_NEW = ("content", "new_content", "new_str", "new_string", "new_memory", "insert_text", "file_text")
+_OLD = ("old_content", "old_str", "old_string")
 _SKIP = {"login", "heartbeat", "system_alert"}
 
 
@@ -252,6 +258,25 @@ def convert(path: str | Path) -> ImportResult:
                     continue
                 if name not in MEMORY_TOOLS:
                     continue
+                if name == "memory_apply_patch":  # a diff over one or more blocks: not read here
+                    stats["patch_edits_not_imported"] = stats.get("patch_edits_not_imported", 0) + 1
+                    continue
+                command = args.get("command") if name == "memory" else None
+                if command == "rename":  # the block's writes go with it (a description change moves nothing)
+                    if isinstance(args.get("old_path"), str) and isinstance(args.get("new_path"), str):
+                        moved = by_label.pop(_label({"path": args["old_path"]}), [])
+                        by_label.setdefault(_label({"path": args["new_path"]}), []).extend(moved)
+                    continue
+                if command == "delete":
+                    stats["memory_edits"] += 1
+                    if _failed(_return_of(c, returns, after)):
+                        stats["failed_edits"] += 1
+                    elif last_turn is None:
+                        stats["edits_without_user_turn"] += 1
+                    else:
+                        _block_deletion(res, stats, by_label, _label(args), c, conv, i, last_turn, when,
+                                        f"agents[{a}].messages[{idx[id(m)]}]")
+                    continue
                 new = next((args[k] for k in _NEW if isinstance(args.get(k), str) and args[k].strip()), None)
                 old = next((args[k] for k in _OLD if isinstance(args.get(k), str) and args[k].strip()), None)
                 removal = new is None and old is not None and name in REPLACE_TOOLS and any(
@@ -265,7 +290,7 @@ def convert(path: str | Path) -> ImportResult:
                 if last_user is None or last_turn is None:
                     stats["edits_without_user_turn"] += 1
                     continue
-                label = args.get("label") or args.get("path")
+                label = _label(args)
                 parent = next((e["write_id"] for e in reversed(by_label.get(label, [])) if old.strip() in e["text"]),
                               None) if old else None
                 if removal:
@@ -291,6 +316,38 @@ def convert(path: str | Path) -> ImportResult:
                             else "; it has no memory blocks either"))
     res.notes = stats
     return res
+
+
+def _label(args: dict[str, Any]) -> Any:
+    """The block a call edits: `label` (`target_block_label` for rethink_memory), or the `memory` tool's
+    `path` as Letta reads it ("/memories/human" is block "human")."""
+    label = args.get("label") or args.get("target_block_label")
+    path = args.get("path")
+    if label is None and isinstance(path, str):
+        return path.removeprefix("/memories/").removeprefix("/").replace("/", "_")
+    return label if label is not None else path
+
+
+def _block_deletion(res: ImportResult, stats: dict[str, Any], by_label: dict[Any, list[dict[str, Any]]],
+                    label: Any, call: dict[str, Any], conv: str, i: int, last_turn: str, when: Any,
+                    origin: str) -> None:
+    """`memory(command="delete", path=...)` detaches the whole block: a deletion of each memory still
+    on it (the latest version of each, not one replaced or already removed). A block with no
+    imported memory is counted (`block_deletions_unmatched`)."""
+    on = by_label.pop(label, [])
+    replaced = {e.get("parent_id") for e in on}
+    live = [e for e in on if e["write_id"] not in replaced]
+    if not live:
+        stats["block_deletions_unmatched"] = stats.get("block_deletions_unmatched", 0) + 1
+        return
+    cid = str(call.get("id") or f"{conv}-call{i}")
+    for k, e in enumerate(live):
+        res.operations.append({
+            "type": "operation", "operation_id": cid if len(live) == 1 else f"{cid}:{k + 1}", "conversation_id": conv,
+            "kind": "delete", "target": e["write_id"], "last_seen_turn": last_turn, "time": text_or_none(when),
+            "origin": "conversation", "meta": {"tool": "memory", "command": "delete", "label": str(label)},
+            ORIGIN: origin})
+    stats["block_deletions"] = stats.get("block_deletions", 0) + 1
 
 
 def _removal(res: ImportResult, stats: dict[str, Any], by_label: dict[Any, list[dict[str, Any]]], label: Any,
