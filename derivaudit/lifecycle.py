@@ -20,7 +20,8 @@ target's write point up to the operation point ("the after view"):
 - F: does someone ask to forget it? yes/no, asked over the after turns that make a request to
   forget, delete or stop keeping something (`FORGET`, the request's own verbs: a request to forget
   is a speech act that names its act) and refer to the target (a word of it in the request or in
-  the turn just before), and only those; with none, F is no without asking. Over the
+  the turn just before, which is then read with it: "Please forget that." says what only beside
+  what it points at), and only those; with none, F is no without asking. Over the
   whole after view the judge read "forget" into any turn about the fact ("Sam is thinking about
   trying painting": F yes) and missed a plain request among other turns.
 An update's change is audited too: the old version's obligations are checked against the new
@@ -91,7 +92,7 @@ from .records import MAX_PASSAGES, MemoryLog, Turn, Write
 OUTSIDE = ("api", "ui")  # origins the store records as not from the conversation
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
-RULES = ("successor-evidence-2, held-2, forget-turns-2, kept-label-1, after-keeps-successor-1, after-budget-1, "
+RULES = ("successor-evidence-2, held-2, forget-turns-3, kept-label-1, after-keeps-successor-1, after-budget-1, "
          "written-ambiguous-1, update-evidence-1")
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
 # ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
@@ -223,6 +224,21 @@ def forget_turns(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES) -> list[
         if words & set(tokenize(near)):
             out.append(t)
     return out[-limit:]
+
+
+def forget_evidence(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES) -> list[Turn]:
+    """What F reads: each request to forget (`forget_turns`) and, for a request that names nothing of
+    the target itself ("Please forget that."), the turn just before it, which it refers to: without
+    it the request does not say what is to be forgotten. In time order, the latest `limit`."""
+    conv = log.conversations[case.conversation_id]
+    words = set(tokenize(case.target.text))
+    out: dict[int, Turn] = {}
+    for t in forget_turns(log, case, limit):
+        i = conv.position[t.turn_id]
+        if i > 0 and not words & set(tokenize(t.text)):
+            out[i - 1] = conv.turns[i - 1]
+        out[i] = t
+    return [out[i] for i in sorted(out)][-limit:]
 
 
 def held_item(log: MemoryLog, case: Case, row: dict[str, Any], item: Item) -> Item | None:
@@ -373,7 +389,7 @@ def items_for(log: MemoryLog, case: Case, obligations: Sequence[Obligation],
     out: dict[str, list[Item]] = {"after": [AfterItem(o, case.target, "after", after) for o in obligations]}
     if case.successor is not None:
         out["successor"] = [AfterItem(o, case.target, "successor", successor_turns(log, case)) for o in obligations]
-    elif asks := forget_turns(log, case):
+    elif asks := forget_evidence(log, case):
         out["forget"] = [AfterItem(o, case.target, "forget", asks) for o in obligations]
     if case.new is not None:
         out["kept"] = [Item(o, case.target, new_obligations_view, [as_passage(case.new)]) for o in obligations]

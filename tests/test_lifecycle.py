@@ -500,6 +500,13 @@ def test_f_is_asked_over_the_turns_that_ask_to_forget_and_only_those(tmp_path):
     (case,) = lifecycle.cases(long)
     assert "t1" not in [t.turn_id for t in lifecycle.after_turns(long, case)]  # BM25 does not rank it
     assert [t.turn_id for t in lifecycle.forget_turns(long, case)] == ["t1"]
+    # F reads it with the turn it points at: "all that" alone does not say what to forget
+    assert [t.turn_id for t in lifecycle.forget_evidence(long, case)] == ["t0", "t1"]
+    dog = [Obligation("w#0", "w", "FACT", None, "Erin has a dog named Rex")]
+    (item,) = lifecycle.items_for(long, case, dog)["forget"]
+    assert [t.turn_id for t in item.passages] == ["t0", "t1"]
+    # a request that names the target is read alone (o1: t4 says what it asks to forget)
+    assert [t.turn_id for t in lifecycle.forget_evidence(log, cs["o1"])] == ["t4"]
 
 
 def test_a_long_after_view_keeps_the_turns_a_successor_cites(tmp_path):
