@@ -20,8 +20,8 @@ the platform records like an ADD's) it is made in the conversation, at that call
 citing its messages; with no input nothing in the conversation led to it (`client.delete()`), so it
 is marked `origin: "api"` at the conversation's last turn before it. A DELETE belongs to the
 conversation of its memory id; one naming another user is a problem (the record is inconsistent). A
-DELETE of a memory that was never imported, a second DELETE of one memory, and an API deletion with
-no turn before it are counted in the notes, not imported.
+DELETE of a memory that was never imported and a second DELETE of one memory are counted in the
+notes, not imported.
 """
 
 from __future__ import annotations
@@ -86,6 +86,11 @@ def convert(path: str | Path) -> ImportResult:
                                   "time": created or None})
         return ids
 
+    def last_turn(conv: str) -> str:
+        """The conversation's latest turn so far (entries are in time order). Every imported memory's
+        conversation has one: its first version cited the turns of its call."""
+        return f"t{order[conv]}"
+
     for created, i, e in entries:
         where = f"[{i}]"
         event = str(_get(e, "event") or "").upper()
@@ -97,15 +102,16 @@ def convert(path: str | Path) -> ImportResult:
             res.problems.append(Problem(f, None, f"{where}.event", "bad_value",
                                         f"unknown event {event!r} (expected ADD, UPDATE, DELETE or NONE)"))
             continue
-        conv = str(_get(e, "user_id", "userId", "run_id", "agent_id") or "default")
+        named = _get(e, "user_id", "userId", "run_id", "agent_id")
+        conv = str(named or "default")
         msgs = _get(e, "input")
         mid = str(_get(e, "memory_id", "memoryId") or _get(e, "id") or "")
         wid = str(_get(e, "id") or f"{mid}@{i}")
         if event == "DELETE":
-            _delete(res, stats, f, where, e, created, conv, msgs, mid, wid, conv_of, last_write, deleted, order,
-                    turns_of)
+            _delete(res, stats, f, where, named, created, conv, msgs, mid, wid, conv_of, last_write, deleted,
+                    turns_of, last_turn)
             continue
-        api_edit = event == "UPDATE" and msgs in (None, []) and mid in last_write and order.get(conv_of[mid], 0) > 0
+        api_edit = event == "UPDATE" and msgs in (None, []) and mid in last_write
         if not api_edit and not _messages_ok(msgs):
             res.problems.append(Problem(f, None, f"{where}.input", "missing_field",
                                         "needs the non-empty input messages that triggered the write"))
@@ -117,7 +123,7 @@ def convert(path: str | Path) -> ImportResult:
         meta = None
         if api_edit:  # client.update(): no conversation led to it; the audit says what the history supports
             conv = conv_of[mid]
-            cited, point = [], f"t{order[conv]}"
+            cited, point = [], last_turn(conv)
             meta = {"origin": "api", "mem0": "UPDATE without input (an API edit): no citations"}
             stats["api_updates"] = stats.get("api_updates", 0) + 1
         else:
@@ -148,9 +154,9 @@ def _messages_ok(msgs: Any) -> bool:
         isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip() for m in msgs)
 
 
-def _delete(res: ImportResult, stats: dict[str, int], f: str, where: str, e: dict[str, Any], created: str,
+def _delete(res: ImportResult, stats: dict[str, int], f: str, where: str, named: Any, created: str,
             conv: str, msgs: Any, mid: str, wid: str, conv_of: dict[str, str], last_write: dict[str, str],
-            deleted: set[str], order: dict[str, int], turns_of: Any) -> None:
+            deleted: set[str], turns_of: Any, last_turn: Any) -> None:
     """A DELETE entry as a deletion of its memory's last imported version (module docstring)."""
     target = last_write.get(mid)
     if target is None:
@@ -160,7 +166,6 @@ def _delete(res: ImportResult, stats: dict[str, int], f: str, where: str, e: dic
         stats["deletions_repeated"] = stats.get("deletions_repeated", 0) + 1
         return
     home = conv_of[mid]
-    named = _get(e, "user_id", "userId", "run_id", "agent_id")
     if named is not None and conv != home:
         res.problems.append(Problem(f, None, f"{where}.user_id", "bad_value",
                                     f"memory {mid!r} was written in conversation {home!r}; its DELETE names {conv!r}"))
@@ -173,11 +178,7 @@ def _delete(res: ImportResult, stats: dict[str, int], f: str, where: str, e: dic
         ids = turns_of(home, created, msgs)
         point, cited, origin = ids[-1], ids[-MAX_PASSAGES:], "conversation"
     else:
-        n = order.get(home, 0)  # entries are in time order: the conversation's turns so far
-        if n == 0:
-            stats["deletions_not_imported"] = stats.get("deletions_not_imported", 0) + 1
-            return
-        point, cited, origin = f"t{n}", [], "api"
+        point, cited, origin = last_turn(home), [], "api"
     deleted.add(mid)
     res.operations.append({
         "type": "operation", "operation_id": f"delete:{wid}", "conversation_id": home, "kind": "delete",
