@@ -91,6 +91,36 @@ def convert(path: str | Path) -> ImportResult:
         conversation has one: its first version cited the turns of its call."""
         return f"t{order[conv]}"
 
+    def delete(where: str, named: Any, created: str, conv: str, msgs: Any, mid: str, wid: str) -> None:
+        """A DELETE entry as a deletion of its memory's last imported version (module docstring)."""
+        target = last_write.get(mid)
+        if target is None:
+            stats["deletions_not_imported"] = stats.get("deletions_not_imported", 0) + 1
+            return
+        if mid in deleted:
+            stats["deletions_repeated"] = stats.get("deletions_repeated", 0) + 1
+            return
+        home = conv_of[mid]
+        if named is not None and conv != home:
+            res.problems.append(Problem(f, None, f"{where}.user_id", "bad_value",
+                                        f"memory {mid!r} was written in conversation {home!r}; "
+                                        f"its DELETE names {conv!r}"))
+            return
+        if msgs not in (None, []) and not _messages_ok(msgs):
+            res.problems.append(Problem(f, None, f"{where}.input", "bad_value",
+                                        "the input messages that led to the deletion need non-empty text"))
+            return
+        if msgs:
+            ids = turns_of(home, created, msgs)
+            point, cited, origin = ids[-1], ids[-MAX_PASSAGES:], "conversation"
+        else:
+            point, cited, origin = last_turn(home), [], "api"
+        deleted.add(mid)
+        res.operations.append({
+            "type": "operation", "operation_id": f"delete:{wid}", "conversation_id": home, "kind": "delete",
+            "target": target, "last_seen_turn": point, "citations": cited, "time": created or None,
+            "origin": origin, "meta": {"mem0": "DELETE entry", "memory_id": mid}})
+
     for created, i, e in entries:
         where = f"[{i}]"
         event = str(_get(e, "event") or "").upper()
@@ -108,8 +138,7 @@ def convert(path: str | Path) -> ImportResult:
         mid = str(_get(e, "memory_id", "memoryId") or _get(e, "id") or "")
         wid = str(_get(e, "id") or f"{mid}@{i}")
         if event == "DELETE":
-            _delete(res, stats, f, where, named, created, conv, msgs, mid, wid, conv_of, last_write, deleted,
-                    turns_of, last_turn)
+            delete(where, named, created, conv, msgs, mid, wid)
             continue
         api_edit = event == "UPDATE" and msgs in (None, []) and mid in last_write
         if not api_edit and not _messages_ok(msgs):
@@ -152,35 +181,3 @@ def convert(path: str | Path) -> ImportResult:
 def _messages_ok(msgs: Any) -> bool:
     return isinstance(msgs, list) and bool(msgs) and all(
         isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip() for m in msgs)
-
-
-def _delete(res: ImportResult, stats: dict[str, int], f: str, where: str, named: Any, created: str,
-            conv: str, msgs: Any, mid: str, wid: str, conv_of: dict[str, str], last_write: dict[str, str],
-            deleted: set[str], turns_of: Any, last_turn: Any) -> None:
-    """A DELETE entry as a deletion of its memory's last imported version (module docstring)."""
-    target = last_write.get(mid)
-    if target is None:
-        stats["deletions_not_imported"] = stats.get("deletions_not_imported", 0) + 1
-        return
-    if mid in deleted:
-        stats["deletions_repeated"] = stats.get("deletions_repeated", 0) + 1
-        return
-    home = conv_of[mid]
-    if named is not None and conv != home:
-        res.problems.append(Problem(f, None, f"{where}.user_id", "bad_value",
-                                    f"memory {mid!r} was written in conversation {home!r}; its DELETE names {conv!r}"))
-        return
-    if msgs not in (None, []) and not _messages_ok(msgs):
-        res.problems.append(Problem(f, None, f"{where}.input", "bad_value",
-                                    "the input messages that led to the deletion need non-empty text"))
-        return
-    if msgs:
-        ids = turns_of(home, created, msgs)
-        point, cited, origin = ids[-1], ids[-MAX_PASSAGES:], "conversation"
-    else:
-        point, cited, origin = last_turn(home), [], "api"
-    deleted.add(mid)
-    res.operations.append({
-        "type": "operation", "operation_id": f"delete:{wid}", "conversation_id": home, "kind": "delete",
-        "target": target, "last_seen_turn": point, "citations": cited, "time": created or None,
-        "origin": origin, "meta": {"mem0": "DELETE entry", "memory_id": mid}})
