@@ -93,7 +93,7 @@ OUTSIDE = ("api", "ui")  # origins the store records as not from the conversatio
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
 RULES = ("successor-evidence-2, held-2, forget-turns-3, kept-label-1, after-keeps-successor-1, after-budget-1, "
-         "written-ambiguous-1, update-evidence-1")
+         "written-ambiguous-1, update-evidence-1, forget-cal-2")
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
 # ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
 # and F answers it.)
@@ -494,6 +494,13 @@ def forget(t: Turn) -> Turn:
                 f'Please forget that I said "{" ".join(t.text.split())}". Delete it from your memory.', t.time)
 
 
+def forget_that(t: Turn) -> Turn:
+    """A request that names nothing of what it asks to forget: read with the turn before it
+    (`forget_evidence`)."""
+    return Turn(t.conversation_id, t.turn_id + "~g", t.order, t.speaker,
+                "Please forget that. I don't want it kept in your memory.", t.time)
+
+
 def remember(t: Turn) -> Turn:
     return Turn(t.conversation_id, t.turn_id + "~k", t.order, t.speaker,
                 f'Please don\'t forget that I said "{" ".join(t.text.split())}". Keep it in your memory.', t.time)
@@ -510,9 +517,10 @@ class CalItem:
 def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> list[CalItem]:
     """Per statement p (a turn's own words): over the `window` turns after it with one turn put in the
     middle, U positive (a turn saying p changed), U negatives (p restated: still holds; a statement of
-    the same conversation two windows away, `calibrate.distant_turns`: not said); over one request
-    turn alone, as F meets them (`forget_turns`), F positive (a request to forget p), F negatives (a
-    request to forget that other statement; a request not to forget p)."""
+    the same conversation two windows away, `calibrate.distant_turns`: not said); in the two forms F
+    meets (`forget_evidence`), F positives (a request to forget p; p, then "Please forget that.") and
+    F negatives (a request to forget that other statement, and the other statement followed by
+    "Please forget that."; a request not to forget p)."""
     rng = random.Random(seed)
     convs = sorted(log.conversations)
     pool = [(c, i) for c in convs for i, t in enumerate(log.conversations[c].turns[:-1])
@@ -532,7 +540,8 @@ def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> 
         q = rng.choice(others) if others else later[-1]
         out += [CalItem("r", s, with_(changed(p)), True), CalItem("r", s, with_(p), False),
                 CalItem("e", s, (forget(p),), True), CalItem("e", s, (forget(q),), False),
-                CalItem("e", s, (remember(p),), False)]
+                CalItem("e", s, (remember(p),), False),
+                CalItem("e", s, (p, forget_that(p)), True), CalItem("e", s, (q, forget_that(q)), False)]
         if others:
             out.append(CalItem("r", cal.said(q), tuple(later), False))
     return out

@@ -273,6 +273,8 @@ def test_a_target_the_write_audit_calls_ambiguous_is_not_determinate(tmp_path):
 
 
 def test_calibration_items_and_thresholds(tmp_path):
+    from derivaudit.calibrate import said
+
     rows = [{"type": "header", "schema_version": 1}]
     for c, topic in (("a", "garden"), ("b", "kitchen")):
         rows += [{"type": "turn", "conversation_id": c, "turn_id": f"{c}{i}", "order": i, "speaker": "Sam",
@@ -281,6 +283,11 @@ def test_calibration_items_and_thresholds(tmp_path):
     log = _load(tmp_path, rows, "cal.jsonl")
     items = lifecycle.build_items(log, n=4, window=2)
     assert {(i.which, i.positive) for i in items} >= {("r", True), ("r", False), ("e", True), ("e", False)}
+    # F meets a request alone and "Please forget that." after what it points at: both forms, both answers
+    two = [i for i in items if i.which == "e" and len(i.passages) == 2]
+    assert {i.positive for i in two} == {True, False}
+    assert all(i.passages[1].text.startswith("Please forget that.") for i in two)
+    assert all((i.statement == said(i.passages[0])) == i.positive for i in two)
     be = LifecycleRule()
     cals = lifecycle.calibrate([(Annotator("A", be, "a"), False), (Annotator("adjudicator", be, "a"), True)], log,
                                n=4)
