@@ -17,7 +17,11 @@ target's write point up to the operation point ("the after view"):
   longer holds / not said" choice, like R, separated nothing on real operations for
   Qwen2.5-Coder-1.5B (AUC 0.20 on the fixture's 12 operations against 0.89 for this form: its
   scores sat within 0.3 of each other whatever the later turns said);
-- F: does someone ask to forget it? yes/no, asked over the after turns that make a request to
+- F: does someone ask to forget it? Asked, like U, as the write audit's own E question, about the
+  statement "Someone asks to forget that <obligation>" (its own yes/no wording separated the
+  fixture log's calibration items less well: AUC 0.86 / 0.92 for annotators A / B against 0.97 /
+  0.91, true-positive rate at FPR 0.10 0.59 / 0.59 against 1.0 / 0.68), over the after turns that
+  make a request to
   forget, delete or stop keeping something (`FORGET`, the request's own verbs: a request to forget
   is a speech act that names its act) and refer to the target (a word of it in the request or in
   the turn just before, which is then read with it: "Please forget that." says what only beside
@@ -93,7 +97,7 @@ OUTSIDE = ("api", "ui")  # origins the store records as not from the conversatio
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
 RULES = ("successor-evidence-2, held-2, forget-turns-3, kept-label-1, after-keeps-successor-1, after-budget-1, "
-         "written-ambiguous-1, update-evidence-1, forget-cal-2")
+         "written-ambiguous-1, update-evidence-1, forget-cal-2, forget-as-e-1")
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
 # ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
 # and F answers it.)
@@ -300,8 +304,9 @@ def clause(text: str) -> str:
 
 
 def question(which: str, variant: str, statement: str):
-    """An annotator's F or U question about `statement` (U asks E of "It is no longer true that ...")."""
-    return ask(f"{QUESTIONS[which]}_{variant}", obligation=clause(statement) if which == "r" else statement)
+    """An annotator's F or U question about `statement`: E's own question about "Someone asks to forget
+    that ..." (F) or "It is no longer true that ..." (U)."""
+    return ask(f"{QUESTIONS[which]}_{variant}", obligation=clause(statement))
 
 
 def _asker(annotator: Annotator):
@@ -313,9 +318,8 @@ def _asker(annotator: Annotator):
 
 
 def adjudication(which: str, obligation: str, first: str, second: str):
-    """The adjudicator's F or U question (U about "It is no longer true that ...", like the annotators')."""
-    return ask(ADJUDICATE[which], obligation=clause(obligation) if which == "r" else obligation,
-               first=first, second=second)
+    """The adjudicator's F or U question (about the annotators' statements)."""
+    return ask(ADJUDICATE[which], obligation=clause(obligation), first=first, second=second)
 
 
 def _coin(item: Item) -> bool:

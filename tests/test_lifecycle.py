@@ -29,13 +29,14 @@ class LifecycleRule(RuleBackend):
     def score(self, prompts, k=100):
         out = super().score(prompts, k)
         for i, p in enumerate(prompts):
-            e = re.search(r"^(?:Statement|Claim|Obligation): (?!It is no longer true)(.*)$", p.task, re.M)
+            e = re.search(r"^(?:Statement|Claim|Obligation): (?!It is no longer true|Someone asks to forget)(.*)$",
+                          p.task, re.M)
             if e and out[i].logodds > 0 and p.verdict[0] == ("yes",):
                 st = words(e.group(1))
                 lines = [w for line in p.shared.splitlines() if st <= (w := words(line))]
                 if lines and ("changed" in lines[-1] or "longer" in lines[-1]):
                     out[i] = NO
-            f = re.search(r"^(?:Earlier record|Claim recorded before these passages): (.*)$", p.task, re.M)
+            f = re.search(r"^(?:Statement|Claim|Obligation): Someone asks to forget that (.*)\.$", p.task, re.M)
             u = re.search(r"^(?:Statement|Claim|Obligation): It is no longer true that (.*)\.$", p.task, re.M)
             if not (f or u) or not p.shared:
                 continue
@@ -460,22 +461,24 @@ def test_terminal_and_html_show_the_lifecycle_part_escaped(tmp_path):
     assert "<h2>Lifecycle</h2>" in page and "<script>x</script>" not in page and "&lt;script&gt;x" in page
 
 
-def test_u_is_the_e_question_about_it_is_no_longer_true():
-    """U is asked in each annotator's E wording (yes/no) about "It is no longer true that <obligation>":
-    the clause keeps names as written and lowers a sentence-initial function word."""
+def test_u_and_f_are_the_e_question_about_a_statement_of_the_obligation():
+    """U and F are asked in each annotator's E wording (yes/no) about "It is no longer true that
+    <obligation>" and "Someone asks to forget that <obligation>": the clause keeps names as written
+    and lowers a sentence-initial function word."""
     from derivaudit.annotate import ask
 
     assert lifecycle.clause("Priya lives in Denver.") == "Priya lives in Denver"
     assert lifecycle.clause("The garden  has   roses!") == "the garden has roses"
     assert lifecycle.clause("I run 5k.") == "I run 5k"
     for v in ("a", "b"):
-        task, verdict = lifecycle.question("r", v, "The garden has roses.")
-        e_task, e_verdict = ask(f"der_e_{v}", obligation="It is no longer true that the garden has roses.")
-        assert task == e_task and verdict == e_verdict == (("yes",), ("no",))
+        for which, said in (("r", "It is no longer true that"), ("e", "Someone asks to forget that")):
+            task, verdict = lifecycle.question(which, v, "The garden has roses.")
+            e_task, e_verdict = ask(f"der_e_{v}", obligation=f"{said} the garden has roses.")
+            assert task == e_task and verdict == e_verdict == (("yes",), ("no",))
     task, _ = lifecycle.adjudication("r", "Leo is vegetarian.", "x", "y")
     assert "Obligation: It is no longer true that Leo is vegetarian." in task
-    f_task, _ = lifecycle.question("e", "a", "Leo is vegetarian.")  # F is asked as written
-    assert "Earlier record: Leo is vegetarian." in f_task
+    task, _ = lifecycle.adjudication("e", "Leo is vegetarian.", "x", "y")
+    assert "Obligation: Someone asks to forget that Leo is vegetarian." in task
 
 
 def test_f_is_asked_over_the_turns_that_ask_to_forget_and_only_those(tmp_path):
