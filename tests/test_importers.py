@@ -252,8 +252,6 @@ def test_letta_agent_file(fixtures, tmp_path):
     assert (c1.citations, c1.last_seen_turn, c1.meta["label"]) == (("t1",), "t1", "human")
     assert (c3.parent_id, c3.operation, c3.citations) == ("call-1", "update", ("t3",))
     assert c4.meta["tool"] == "archival_memory_insert" and c4.citations == ("t3",)
-    # the human block describes the user ("Name: Priya. Moved to Oslo ..."): the audit is told whom
-    assert (c1.meta["subject"], c3.meta["subject"], "subject" in c4.meta) == ("the user", "the user", False)
     assert (notes["memory_edits"], notes["failed_edits"]) == (4, 1)
     (read,) = log.reads  # the archival search, matched to the archival write its results hold
     assert (read.read_id, read.query) == ("call-6", "Priya's tastes")
@@ -542,19 +540,3 @@ def test_mem0_implied_subject():
     assert implied_subject("alice", "bot", both) is None and implied_subject(None, "bot", user) is None
     assert implied_subject("alice", None, [("user", "Alice"), ("assistant", "assistant")]) == "Alice"
     assert implied_subject("alice", None, [("user", "Alice"), ("user", "Al")]) == "the user"
-
-
-def test_letta_block_subjects():
-    """Whom a write to Letta's default blocks is about: the human block the user (named by the
-    conversation's one user speaker when it is a name), the persona block the assistant; other
-    blocks are left as they are."""
-    from derivaudit.importers import ImportResult
-    from derivaudit.importers.letta import _subjects
-
-    res = ImportResult()
-    res.turns = [{"conversation_id": "a", "speaker": "Priya"}, {"conversation_id": "a", "speaker": "assistant"},
-                 {"conversation_id": "b", "speaker": "Ann"}, {"conversation_id": "b", "speaker": "Bo"}]
-    res.writes = [{"conversation_id": c, "meta": {"label": label}}
-                  for c, label in (("a", "human"), ("a", "persona"), ("a", "notes"), ("b", "human"))]
-    _subjects(res)
-    assert [w["meta"].get("subject") for w in res.writes] == ["Priya", "the assistant", None, "the user"]

@@ -307,7 +307,6 @@ def convert(path: str | Path) -> ImportResult:
                 if name == "archival_memory_insert":
                     inserts.add(w["text"], w["write_id"])
                 res.writes.append(w)
-    _subjects(res)
     if not res.writes and not res.problems:
         held = stats.get("blocks")
         stats["note"] = ("its history holds no memory-tool call (" + (f"{stats['memory_edits']} edit(s), all failed; "
@@ -349,27 +348,6 @@ def _block_deletion(res: ImportResult, stats: dict[str, Any], by_label: dict[Any
             "origin": "conversation", "meta": {"tool": "memory", "command": "delete", "label": str(label)},
             ORIGIN: origin})
     stats["block_deletions"] = stats.get("block_deletions", 0) + 1
-
-
-BLOCK_SUBJECTS = {"human": "user", "persona": "assistant"}  # whom Letta's default core blocks describe
-
-
-def _subjects(res: ImportResult) -> None:
-    """`meta.subject` of a write to the `human` or `persona` block: Letta keeps what it learns about
-    the user in `human` and its own persona in `persona`, often without a subject ("Name: Priya.
-    Moved to Oslo"). The user is named by the conversation's user speaker when it has one name of
-    its own, else "the user"."""
-    users: dict[str, set[str]] = {}
-    for t in res.turns:
-        if t["speaker"] != "assistant":
-            users.setdefault(t["conversation_id"], set()).add(t["speaker"])
-    for w in res.writes:
-        whom = BLOCK_SUBJECTS.get((w.get("meta") or {}).get("label", ""))
-        if whom is None:
-            continue
-        names = users.get(w["conversation_id"], set()) if whom == "user" else set()
-        name = next(iter(names)) if len(names) == 1 else ""
-        w["meta"]["subject"] = name if name and name != whom else f"the {whom}"
 
 
 def _removal(res: ImportResult, stats: dict[str, Any], by_label: dict[Any, list[dict[str, Any]]], label: Any,
