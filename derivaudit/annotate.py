@@ -69,13 +69,6 @@ class DecompositionError(ValueError):
     pass
 
 
-def implicit_subject(write: Write) -> str | None:
-    """Who a record is about when it does not say (`meta.subject`, set by an importer whose store
-    writes facts without their subject: mem0 writes "Is vegetarian" about the user)."""
-    s = (write.meta or {}).get("subject")
-    return " ".join(s.split()) if isinstance(s, str) and s.strip() else None
-
-
 def parse_obligations(write: Write, text: str, dropped: list[str] | None = None) -> list[Obligation]:
     """Validate a generated obligation list: typed lines only, known subtypes, at least one fact.
     A line that is not about the record (no shared content word, or a name the record does not
@@ -83,7 +76,6 @@ def parse_obligations(write: Write, text: str, dropped: list[str] | None = None)
     Raises DecompositionError."""
     record_tokens = tokenize(write.text)
     record_words = set(record_tokens)
-    named = write.text + (f" ({subj})" if (subj := implicit_subject(write)) else "")  # its subject may be named
     found: list[tuple[str, str | None, str]] = []
     for n, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -106,7 +98,7 @@ def parse_obligations(write: Write, text: str, dropped: list[str] | None = None)
                 raise DecompositionError(f"line {n}: qualifier type {sub!r} is not one of {QUALIFIER_TYPES}")
         elif sub is not None:
             raise DecompositionError(f"line {n}: a FACT takes no type, got {sub!r}")
-        if not _grounded(body, named, record_words):
+        if not _grounded(body, write.text, record_words):
             if dropped is not None:
                 dropped.append(line)
             continue
@@ -323,15 +315,11 @@ def decompose(backend: Backend, writes: Sequence[Write], *, max_new_tokens: int 
         except DecompositionError as e:
             return Decomposition(w.write_id, [], "failed", error=str(e), raw=raw, dropped=dropped)
 
-    def about(w: Write) -> str:
-        subj = implicit_subject(w)
-        return templates.render("decompose_subject", subject=templates.line(subj)) if subj else ""
-
-    first = ask(writes, [about(w) for w in writes])
+    first = ask(writes, [""] * len(writes))
     results = [attempt(w, t, [t], "ok") for w, t in zip(writes, first, strict=True)]
     retry = [i for i, r in enumerate(results) if r.status == "failed"]
     if retry:
-        notes = [templates.render("decompose_retry", error=results[i].error) + about(writes[i]) for i in retry]
+        notes = [templates.render("decompose_retry", error=results[i].error) for i in retry]
         again = ask([writes[i] for i in retry], notes)
         for i, text in zip(retry, again, strict=True):
             w = writes[i]

@@ -269,33 +269,3 @@ def test_a_hedge_the_record_does_not_make_is_dropped_when_nothing_it_says_is_los
     obs = parse_obligations(w, "FACT: Jon printed the flyers.\n"
                                "QUALIFIER (modality): The printing was done on 17 January 2022.")
     assert [o.subtype for o in obs] == [None, "modality"]
-
-
-def test_a_record_that_leaves_out_its_subject_is_decomposed_with_it():
-    """mem0 writes facts about the user without their subject ("Is vegetarian"); the importer names
-    it (`meta.subject`) and the decomposer is told, so each obligation says who ("The user is
-    vegetarian"), and a line naming the subject is about the record. A record without it is asked
-    as before."""
-    from derivaudit.annotate import decompose, implicit_subject
-
-    from .rule_backend import RuleBackend
-
-    class Decomposer(RuleBackend):
-        def generate(self, prompts, max_new_tokens=256, json_schema=None, stop=()):
-            self.generated.extend(prompts)
-            return [" Alex is vegetarian." if "leaves out who it is about: Alex" in p.shared + p.task
-                    else " Is vegetarian." for p in prompts]
-
-    be = Decomposer()
-    plain = Write("w1", "c1", "Is vegetarian.", ("t1",), "t1")
-    named = Write("w2", "c1", "Is vegetarian.", ("t1",), "t1", meta={"subject": "  Alex "})
-    assert implicit_subject(plain) is None and implicit_subject(named) == "Alex"
-    d_plain, d_named = decompose(be, [plain, named])
-    assert [o.text for o in d_plain.obligations] == ["Is vegetarian."]
-    assert [o.text for o in d_named.obligations] == ["Alex is vegetarian."] and not d_named.dropped
-    assert "leaves out who" not in be.generated[0].shared + be.generated[0].task
-    # grounding: the subject may be named, nobody else the record does not mention
-    dropped = []
-    obs = parse_obligations(named, "FACT: Alex is vegetarian.\nFACT: Dana is vegetarian.", dropped)
-    assert [o.text for o in obs] == ["Alex is vegetarian."] and dropped == ["FACT: Dana is vegetarian."]
-    assert implicit_subject(Write("w3", "c1", "x", ("t1",), "t1", meta={"subject": 3})) is None

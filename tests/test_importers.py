@@ -78,7 +78,6 @@ def test_mem0_history(fixtures, tmp_path):
     # the DELETE entry ("Forget where I live.") is a deletion made in bob's conversation, at its message
     (op,) = log.operations
     assert (op.kind, op.target, op.conversation_id, op.origin) == ("delete", "h4", "bob", "conversation")
-    assert {w.meta["subject"] for w in log.writes} == {"the user"}  # "Is vegetarian": about the user
     assert log.conversations["bob"].turns[-1].text == "Forget where I live." and op.last_seen_turn == "t2"
     assert op.citations == ("t2",)
     from derivaudit import lifecycle
@@ -523,20 +522,3 @@ def test_letta_memory_tool_commands(tmp_path):
     src.write_text(json.dumps(af))
     log, notes = run_import("letta", src, tmp_path / "r.jsonl")
     assert [(o.target, o.kind, o.last_seen_turn) for o in log.operations] == [("call-1", "delete", "t2")]
-
-
-def test_mem0_implied_subject():
-    """Whom a mem0 memory is about, which its text leaves out: the user by default; the assistant for
-    an agent-only call with the assistant's messages; None where mem0 versions choose differently
-    (agent_id with user_id and assistant messages; agent_id alone, no assistant message); a speaker
-    label of its own names the subject."""
-    from derivaudit.importers.mem0 import implied_subject
-
-    user, both = [("user", "user")], [("user", "user"), ("assistant", "assistant")]
-    assert implied_subject("alice", None, both) == "the user"
-    assert implied_subject(None, None, user) == "the user"  # run_id only: the user-memory prompt
-    assert implied_subject(None, "bot", both) == "the assistant"
-    assert implied_subject("alice", "bot", user) == "the user"
-    assert implied_subject("alice", "bot", both) is None and implied_subject(None, "bot", user) is None
-    assert implied_subject("alice", None, [("user", "Alice"), ("assistant", "assistant")]) == "Alice"
-    assert implied_subject("alice", None, [("user", "Alice"), ("user", "Al")]) == "the user"

@@ -69,7 +69,6 @@ def convert(path: str | Path) -> ImportResult:
     stats: dict[str, int] = {}
     conv_of: dict[str, str] = {}  # memory id -> the conversation its writes are in
     deleted: set[str] = set()
-    subject_of: dict[str, str | None] = {}  # memory id -> whom its last version is about
 
     def turns_of(conv: str, created: str, msgs: list[dict[str, Any]]) -> list[str]:
         """The turn ids of one add() call's messages, made once per distinct call."""
@@ -150,13 +149,12 @@ def convert(path: str | Path) -> ImportResult:
         if not isinstance(text, str) or not text.strip():
             res.problems.append(Problem(f, None, f"{where}.new_memory", "empty_text", "memory text is empty"))
             continue
-        meta: dict[str, Any] = {}
+        meta = None
         if api_edit:  # client.update(): no conversation led to it; the audit says what the history supports
             conv = conv_of[mid]
             cited, point = [], last_turn(conv)
             meta = {"origin": "api", "mem0": "UPDATE without input (an API edit): no citations"}
             stats["api_updates"] = stats.get("api_updates", 0) + 1
-            subj = subject_of.get(mid)
         else:
             ids = turns_of(conv, created, msgs)
             cited, point = ids[-MAX_PASSAGES:], ids[-1]
@@ -164,10 +162,6 @@ def convert(path: str | Path) -> ImportResult:
                 res.notes["citations_truncated"] = res.notes.get("citations_truncated", 0) + 1
             if event == "UPDATE":
                 meta = {"origin": "conversation"}
-            subj = implied_subject(_get(e, "user_id", "userId"), _get(e, "agent_id", "agentId"),
-                                   [(str(m.get("role", "")).lower(), str(m.get("role", ""))) for m in msgs])
-        if subj:
-            meta["subject"] = subj
         res.writes.append({
             "type": "write", "write_id": wid, "conversation_id": conv, "text": text.strip(),
             "citations": cited, "last_seen_turn": point, "time": created or None,
@@ -179,31 +173,9 @@ def convert(path: str | Path) -> ImportResult:
             last_write[mid] = wid
             conv_of[mid] = conv
             rounds[mid] = rounds.get(mid, 0) + 1
-            subject_of[mid] = subj
     res.notes.update({"entries": len(data), "deleted_events": skipped["DELETE"],
                       "none_events": skipped["NONE"], **stats})
     return res
-
-
-def implied_subject(user_id: Any, agent_id: Any, speakers: list[tuple[str, str]]) -> str | None:
-    """Whom mem0's fact extraction writes a memory about, which it leaves out of the text ("Is
-    vegetarian"): the user (its user-memory prompt: facts from the user's messages), or the
-    assistant (its agent-memory prompt, from the assistant's messages). mem0 versions choose the
-    prompt differently (up to 2.x: agent_id and an assistant message in the call; later: agent_id
-    without user_id); where they disagree, None. `speakers`: (role, speaker label) of the call's
-    messages; a subject with one label of its own is named by it ("alice"), else "the user"."""
-    roles = {r for r, _ in speakers}
-    if agent_id and user_id:
-        whom = "user" if "assistant" not in roles else None
-    elif agent_id:
-        whom = "assistant" if "assistant" in roles else None
-    else:
-        whom = "user"
-    if whom is None:
-        return None
-    labels = {s for r, s in speakers if r == whom}
-    name = labels.pop() if len(labels) == 1 else ""
-    return name if name and name.lower() != whom else f"the {whom}"
 
 
 def _messages_ok(msgs: Any) -> bool:

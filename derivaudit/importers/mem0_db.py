@@ -45,7 +45,6 @@ from ..io import LogError
 from ..records import MAX_PASSAGES, Problem
 from . import ImportResult, open_sqlite, read_json, text_or_none
 from . import instant as _instant
-from .mem0 import implied_subject
 
 TOLERANCE = 120.0  # seconds between a memory event and the saving of its call's messages
 KEPT = 10  # messages mem0 keeps per scope (SQLiteManager.save_messages)
@@ -69,15 +68,6 @@ def _scope(entry: dict[str, Any]) -> str | None:
         if v:
             parts.append(f"{key}=" + str(v).replace("%", "%25").replace("&", "%26").replace("=", "%3D"))
     return "&".join(parts) or None
-
-
-def _scope_ids(scope: str) -> dict[str, str]:
-    """The ids a session scope was built from (the inverse of `_scope`)."""
-    out = {}
-    for part in scope.split("&"):
-        key, _, value = part.partition("=")
-        out[key] = value.replace("%3D", "=").replace("%26", "&").replace("%25", "%")
-    return out
 
 
 def read_scopes(path: str | Path) -> dict[str, str]:
@@ -115,7 +105,6 @@ class _Scope:
     turns: list[tuple[float, str]] = field(default_factory=list)  # every kept message with a time, by time
     kept: int = 0  # messages of any role mem0 still keeps
     n_turns: int = 0  # turns imported, timed or not (turn ids m1, m2, ...)
-    who: dict[str, tuple[str, str]] = field(default_factory=dict)  # turn id -> (role, speaker label)
 
     def near(self, t: float) -> tuple[float, list[str]] | None:
         best = min(self.calls, key=lambda c: abs(c[0] - t), default=None)
@@ -223,11 +212,8 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
         if call is not None:
             _, ids = call
             cites, point = ids[-MAX_PASSAGES:], ids[-1]
-            ids_of = _scope_ids(scope)
-            subj = implied_subject(ids_of.get("user_id"), ids_of.get("agent_id"), [sc.who[x] for x in ids])
         elif ev == "UPDATE" and sc is not None and (point := sc.last_turn_before(t)) is not None:
             cites = []  # update() through the API: mem0 saved no messages for it
-            subj = (prev[-1].get("meta") or {}).get("subject") if prev else None
         else:
             unlinked("messages_evicted" if sc is not None and sc.may_have_lost(t) else
                      "no_history_before" if ev == "UPDATE" else "no_call")
@@ -242,8 +228,6 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
             meta["mem0"] = "update() without messages (an API edit): no citations"
         if ev == "UPDATE":  # add() saves its call's messages; update() saves none (see _delete)
             meta["origin"] = "api" if not cites else "unknown"
-        if subj:
-            meta["subject"] = subj
         if meta:
             w["meta"] = meta
         versions.setdefault(mid, []).append(w)
@@ -314,7 +298,6 @@ def _messages(f: str, msgs: list[tuple], res: ImportResult, stats: dict[str, Any
         tid = f"m{n + 1}"
         res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
                           "speaker": str(name or role or ""), "text": content, "time": text_or_none(created)})
-        sc.who[tid] = (str(role or "").lower(), str(name or role or ""))
         if untimed:
             continue
         sc.turns.append((t, tid))
