@@ -97,11 +97,12 @@ OUTSIDE = ("api", "ui")  # origins the store records as not from the conversatio
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
 RULES = ("successor-evidence-2, held-2, forget-turns-3, kept-label-1, after-keeps-successor-1, after-budget-1, "
-         "written-ambiguous-1, update-evidence-1, forget-cal-2, forget-as-e-1")
+         "written-ambiguous-1, update-evidence-1, forget-cal-3, forget-as-e-1, forget-negated-1")
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
-# ("I forgot my keys", "I don't remember" make no request and are not matched; "don't forget" is,
-# and F answers it.)
-FORGET = re.compile(r"\b(?:forget|delete|erase|remove|wipe|unsave)\b|\b(?:do not|don['’]?t|never|stop|no longer)"
+# ("I forgot my keys", "I don't remember" make no request and are not matched; nor does a negated
+# verb: "Don't forget, you got this!" asks to remember — three of LoCoMo conv-49's turns say it.)
+_NOT = r"(?<!\bnot )(?<!n't )(?<!n’t )(?<!\bdont )(?<!\bnever )(?<!\bever )"
+FORGET = re.compile(_NOT + r"\b(?:forget|delete|erase|remove|wipe|unsave)\b|\b(?:do not|don['’]?t|never|stop|no longer)"
                     r"\s+(?:keep(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|record(?:ing)?|track(?:ing)?|remembering)\b",
                     re.IGNORECASE)
 QUESTIONS = {"e": "op_f", "r": "op_u"}  # F sits in E's place, U in R's (same reading: yes/no, 3-way)
@@ -505,11 +506,6 @@ def forget_that(t: Turn) -> Turn:
                 "Please forget that. I don't want it kept in your memory.", t.time)
 
 
-def remember(t: Turn) -> Turn:
-    return Turn(t.conversation_id, t.turn_id + "~k", t.order, t.speaker,
-                f'Please don\'t forget that I said "{" ".join(t.text.split())}". Keep it in your memory.', t.time)
-
-
 @dataclass(frozen=True)
 class CalItem:
     which: str  # "e" (F) | "r" (U)
@@ -524,7 +520,8 @@ def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> 
     the same conversation two windows away, `calibrate.distant_turns`: not said); in the two forms F
     meets (`forget_evidence`), F positives (a request to forget p; p, then "Please forget that.") and
     F negatives (a request to forget that other statement, and the other statement followed by
-    "Please forget that."; a request not to forget p)."""
+    "Please forget that."). A request not to forget p is not one: `FORGET` does not match it, so F
+    never meets it."""
     rng = random.Random(seed)
     convs = sorted(log.conversations)
     pool = [(c, i) for c in convs for i, t in enumerate(log.conversations[c].turns[:-1])
@@ -544,7 +541,6 @@ def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> 
         q = rng.choice(others) if others else later[-1]
         out += [CalItem("r", s, with_(changed(p)), True), CalItem("r", s, with_(p), False),
                 CalItem("e", s, (forget(p),), True), CalItem("e", s, (forget(q),), False),
-                CalItem("e", s, (remember(p),), False),
                 CalItem("e", s, (p, forget_that(p)), True), CalItem("e", s, (q, forget_that(q)), False)]
         if others:
             out.append(CalItem("r", cal.said(q), tuple(later), False))

@@ -492,10 +492,13 @@ def test_f_is_asked_over_the_turns_that_ask_to_forget_and_only_those(tmp_path):
     assert lifecycle.forget_turns(log, cs["o2"]) == [] and "forget" not in lifecycle.items_for(
         log, cs["o2"], _obligations(log)["w2"])
     hits = [t for t in ("Please forget what I said about my job.", "Can you delete that note?",
-                        "Don’t keep that in your memory.", "Stop storing my address.", "Don't forget my birthday!")
-            if lifecycle.FORGET.search(t)]
+                        "Don’t keep that in your memory.", "Stop storing my address.",
+                        "Please don't forget to delete my old address.") if lifecycle.FORGET.search(t)]
+    # a negated verb asks to remember: "Don't forget, you got this!" (LoCoMo) is no request to forget
     misses = [t for t in ("I forgot my keys again.", "I don't remember his name.", "We removed the old fence.",
-                          "I keep a diary.") if lifecycle.FORGET.search(t)]
+                          "I keep a diary.", "Don't forget my birthday!", "Don't forget, you got this!",
+                          "Do not delete my notes.", "Please don’t ever forget it.", "I will never forget that day.")
+              if lifecycle.FORGET.search(t)]
     assert len(hits) == 5 and misses == []
     # a request far back in a long after view, sharing no word with the target itself but following
     # the turn that does ("forget all that"), is still the F evidence, though BM25 would not pick it
