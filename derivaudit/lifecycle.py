@@ -23,7 +23,8 @@ target's write point up to the operation point ("the after view"):
   0.91, true-positive rate at FPR 0.10 0.59 / 0.59 against 1.0 / 0.68), over the after turns that
   make a request to
   forget, delete or stop keeping something (`FORGET`, the request's own verbs: a request to forget
-  is a speech act that names its act) and refer to the target (a word of it in the request or in
+  is a speech act that names its act; not right after a negation: "don't forget" asks to remember)
+  and refer to the target (a word of it in the request or in
   the turn just before, which is then read with it: "Please forget that." says what only beside
   what it points at), and only those; with none, F is no without asking. Over the
   whole after view the judge read "forget" into any turn about the fact ("Sam is thinking about
@@ -105,7 +106,7 @@ _NOT = r"(?<!\bnot )(?<!n't )(?<!n’t )(?<!\bdont )(?<!\bnever )(?<!\bever )"
 FORGET = re.compile(_NOT + r"\b(?:forget|delete|erase|remove|wipe|unsave)\b|\b(?:do not|don['’]?t|never|stop|no longer)"
                     r"\s+(?:keep(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|record(?:ing)?|track(?:ing)?|remembering)\b",
                     re.IGNORECASE)
-QUESTIONS = {"e": "op_f", "r": "op_u"}  # F sits in E's place, U in R's (same reading: yes/no, 3-way)
+QUESTIONS = {"e": "op_f", "r": "op_u"}  # F sits in E's place, U in R's (both read as yes/no)
 ADJUDICATE = {"e": "adjudicate_op_f", "r": "adjudicate_op_u"}
 POLARITY = {"e": "asked to be forgotten", "r": "no longer true"}
 
