@@ -32,7 +32,9 @@ target's write point up to the operation point ("the after view"):
 An update's change is audited too: the old version's obligations are checked against the new
 text with the write audit's own label ("kept": the new version supports it; E yes with R yes is
 ambiguous there, not kept: the judge said E yes to "Priya works as a nurse" over "Priya works at a
-hospital" and R yes too); what it drops or changes must be superseded by the after turns. A
+hospital" and R yes too), and kept only when the new version states each of its content words
+(`said_in`: a word it no longer says is a detail it dropped or changed, whatever E answers); what
+it drops or changes must be superseded by the after turns. A
 successor is checked with U over the turns it cites after the target's write (what it derives from
 must end the target; its own text when it cites none of them), or by the after view's U when the
 checked subset that ends the target names a turn the successor cites (the same question with the
@@ -57,11 +59,11 @@ Label rule (fixed; no typed label):
   obligation is not determinate; unjustified when none has (it is about
   something else: graphiti#1728) or the successor is unsupported or contradicted; justified
   when it conflicts and is supported; ambiguous otherwise (its own label unknown or ambiguous);
-- update: justified when the new version keeps (supports) every obligation of the old, or every one it drops
-  has U or F yes, over the after view or over the turns the new version cites after the old one's
-  write (the new version is the old one's successor, read as an invalidation's successor is);
-  ambiguous when a dropped one is not determinate; else unjustified (the update lost a memory that
-  still held).
+- update: justified when the new version keeps (supports, in its own words) every obligation of
+  the old, or every one it drops has U or F yes, over the after view or over the turns the new
+  version cites after the old one's write (the new version is the old one's successor, read as an
+  invalidation's successor is); ambiguous when a dropped one is not determinate; else unjustified
+  (the update lost a memory that still held).
 An operation the store marks as made outside the conversation (origin api or ui) is labelled the
 same way but reported apart: the conversation is not what it answered to.
 """
@@ -85,6 +87,7 @@ from .annotate import (
     Obligation,
     Primitives,
     _answers,
+    _stem,
     annotate,
     ask,
     passages_block,
@@ -98,7 +101,7 @@ OUTSIDE = ("api", "ui")  # origins the store records as not from the conversatio
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
 RULES = ("successor-evidence-2, held-2, forget-turns-3, kept-label-1, after-keeps-successor-1, after-budget-1, "
-         "written-ambiguous-1, update-evidence-1, forget-cal-3, forget-as-e-1, forget-negated-1")
+         "written-ambiguous-1, update-evidence-1, forget-cal-3, forget-as-e-1, forget-negated-1, kept-words-1")
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
 # ("I forgot my keys", "I don't remember" make no request and are not matched; nor does a negated
 # verb: "Don't forget, you got this!" asks to remember — three of LoCoMo conv-49's turns say it.)
@@ -404,6 +407,13 @@ def items_for(log: MemoryLog, case: Case, obligations: Sequence[Obligation],
     return out
 
 
+def said_in(obligation: str, said: set[str]) -> bool:
+    """Every content word of an old obligation is in the new version (by stem): else the new version
+    dropped or changed what it says, which the history must supersede whatever the kept check's E
+    answers (the judge said "Priya works at a hospital" keeps "Priya works as a nurse")."""
+    return {_stem(w) for w in tokenize(obligation)} <= said
+
+
 def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: str | None = None
           ) -> tuple[str, str, list[str]]:
     """The fixed rule above: (label, why, the deciding turn ids)."""
@@ -441,7 +451,10 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
         return sorted(set(out), key=out.index)
 
     if case.kind == "update":
-        kept = {r["obligation_id"]: r.get("label") == "supported" for r in rows.get("kept", [])}
+        assert case.new is not None
+        said = {_stem(w) for w in tokenize(case.new.text)}
+        kept = {r["obligation_id"]: r.get("label") == "supported" and said_in(r["obligation"], said)
+                for r in rows.get("kept", [])}
         dropped = [r for r in after if not kept.get(r["obligation_id"], False)]
         # the new version's own evidence ends it (an update's successor, read like an invalidation's)
         replaced = {r["obligation_id"]: r for r in rows.get("successor", []) if determinate(r) and r["u"]}

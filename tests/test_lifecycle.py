@@ -201,12 +201,21 @@ def test_the_label_rule_table(tmp_path):
     assert lifecycle.label(succ, named, "supported")[0] == "justified"
     named["after"][0]["held"] = True  # ... unless the write audit says it holds again after that turn
     assert lifecycle.label(succ, named, "supported")[0] == "unjustified"
-    kept = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": True, "label": "supported"}]}
-    assert lifecycle.label(upd, kept)[0] == "justified"  # keeps everything
+    kept = {"after": [_row()], "kept": [{"obligation_id": "x.1", "obligation": "Erin has a cat.", "e": True,
+                                         "label": "supported"}]}
+    assert lifecycle.label(upd, kept)[0] == "justified"  # keeps everything ("Erin has a cat")
+    # kept says it in its own words: "named Tom" is gone from the new version, whatever E says, so the
+    # history must supersede it
+    kept["kept"][0]["obligation"] = "Erin has a cat named Tom."
+    assert lifecycle.label(upd, kept)[0] == "unjustified"
+    kept["after"] = [_row(u=True)]
+    assert lifecycle.label(upd, kept)[0] == "justified"
     # kept means the new version supports it: E yes with R yes (ambiguous) is not kept
-    both = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": True, "label": "ambiguous"}]}
+    both = {"after": [_row()], "kept": [{"obligation_id": "x.1", "obligation": "Erin has a cat.", "e": True,
+                                         "label": "ambiguous"}]}
     assert lifecycle.label(upd, both)[0] == "unjustified"
-    dropped = {"after": [_row()], "kept": [{"obligation_id": "x.1", "e": False, "label": "insufficient"}]}
+    dropped = {"after": [_row()], "kept": [{"obligation_id": "x.1", "obligation": "x", "e": False,
+                                                   "label": "insufficient"}]}
     assert lifecycle.label(upd, dropped)[0] == "unjustified"  # lost a detail that still held
     dropped["after"] = [_row(u=True)]
     assert lifecycle.label(upd, dropped)[0] == "justified"  # the history says it changed
@@ -261,7 +270,8 @@ def test_a_target_the_write_audit_calls_ambiguous_is_not_determinate(tmp_path):
     assert lifecycle.label(succ, {"after": [vague], "successor": [_row(u=True, written="ambiguous")]},
                            "supported")[0] == "ambiguous"
     assert lifecycle.label(succ, {"after": [_row()], "successor": [_row()]}, "supported")[0] == "unjustified"
-    dropped = {"after": [vague], "kept": [{"obligation_id": "x.1", "e": False, "label": "insufficient"}]}
+    dropped = {"after": [vague], "kept": [{"obligation_id": "x.1", "obligation": "x", "e": False,
+                                                   "label": "insufficient"}]}
     assert lifecycle.label(upd, dropped)[0] == "ambiguous"
     # judge() puts the write audit's label of each target obligation into its rows
     be = LifecycleRule()
