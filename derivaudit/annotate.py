@@ -191,12 +191,12 @@ def _drop_said_elsewhere(obligations: list[Obligation], record_text: str, droppe
     """Leave out each obligation `why` names a reason for (appended to `dropped`), but only while
     the obligations kept say every record word it says: no claim of the record goes unaudited."""
     keep = list(obligations)
-    record = {_stem(w) for w in tokenize(record_text)}
+    record = stems(record_text)
     for o in obligations:
         if (reason := why(o)) is None:
             continue
         rest = {_stem(w) for x in keep if x is not o for w in tokenize(x.text)}
-        if ({_stem(w) for w in tokenize(o.text)} & record) <= rest:
+        if (stems(o.text) & record) <= rest:
             keep.remove(o)
             if dropped is not None:
                 dropped.append(reason)
@@ -243,6 +243,11 @@ def _stem(word: str) -> str:
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
             return word[: -len(suffix)]
     return word
+
+
+def stems(text: str) -> set[str]:
+    """The stems of a text's content words: what two texts share, whatever the word forms."""
+    return {_stem(w) for w in tokenize(text)}
 
 
 @functools.cache

@@ -87,11 +87,11 @@ from .annotate import (
     Obligation,
     Primitives,
     _answers,
-    _stem,
     annotate,
     ask,
     passages_block,
     settle_agreed,
+    stems,
 )
 from .evidence import tokenize
 from .models.base import Backend, Prompt
@@ -411,7 +411,7 @@ def said_in(obligation: str, said: set[str]) -> bool:
     """Every content word of an old obligation is in the new version (by stem): else the new version
     dropped or changed what it says, which the history must supersede whatever the kept check's E
     answers (the judge said "Priya works at a hospital" keeps "Priya works as a nurse")."""
-    return {_stem(w) for w in tokenize(obligation)} <= said
+    return stems(obligation) <= said
 
 
 def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: str | None = None
@@ -452,7 +452,7 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
 
     if case.kind == "update":
         assert case.new is not None
-        said = {_stem(w) for w in tokenize(case.new.text)}
+        said = stems(case.new.text)
         kept = {r["obligation_id"]: r.get("label") == "supported" and said_in(r["obligation"], said)
                 for r in rows.get("kept", [])}
         dropped = [r for r in after if not kept.get(r["obligation_id"], False)]
