@@ -21,27 +21,25 @@ target's write point up to the operation point ("the after view"):
   statement "Someone asks to forget that <obligation>" (its own yes/no wording separated the
   fixture log's calibration items less well: AUC 0.86 / 0.92 for annotators A / B against 0.97 /
   0.91, true-positive rate at FPR 0.10 0.59 / 0.59 against 1.0 / 0.68), over the after turns that
-  make a request to
-  forget, delete or stop keeping something (`FORGET`, the request's own verbs: a request to forget
-  is a speech act that names its act; not right after a negation: "don't forget" asks to remember)
-  and refer to the target (a word of it in the request or in
-  the turn just before, which is then read with it: "Please forget that." says what only beside
-  what it points at), and only those; with none, F is no without asking. Over the
-  whole after view the judge read "forget" into any turn about the fact ("Sam is thinking about
-  trying painting": F yes) and missed a plain request among other turns.
+  make a request to forget, delete or stop keeping something (`FORGET`, the request's own verbs: a
+  request to forget is a speech act that names its act; not right after a negation: "don't
+  forget" asks to remember) and refer to the target (a word of it in the request or in the turn
+  just before, which is then read with it: "Please forget that." says what only beside what it
+  points at), and only those; with none, F is no without asking. Over the whole after view the
+  judge read "forget" into any turn about the fact ("Sam is thinking about trying painting": F
+  yes) and missed a plain request among other turns.
 An update's change is audited too: the old version's obligations are checked against the new
 text with the write audit's own label ("kept": the new version supports it; E yes with R yes is
 ambiguous there, not kept: the judge said E yes to "Priya works as a nurse" over "Priya works at a
 hospital" and R yes too), and kept only when the new version states each of its content words
 (`said_in`: a word it no longer says is a detail it dropped or changed, whatever E answers); what
-it drops or changes must be superseded by the after turns. A
-successor is checked with U over the turns it cites after the target's write (what it derives from
-must end the target; its own text when it cites none of them), or by the after view's U when the
-checked subset that ends the target names a turn the successor cites (the same question with the
-turns around it: "we moved to Seattle" with "congratulations on the move"), and must itself be
-supported. (U over the successor's text alone said no to
-"Priya moved to Seattle" against "Priya lives in Denver": the judge reads turns better than a
-one-line memory.)
+it drops or changes must be superseded by the after turns. A successor is checked with U over the
+turns it cites after the target's write (what it derives from must end the target; its own text
+when it cites none of them), or by the after view's U when the checked subset that ends the target
+names a turn the successor cites (the same question with the turns around it: "we moved to
+Seattle" with "congratulations on the move"), and must itself be supported. (U over the successor's
+text alone said no to "Priya moved to Seattle" against "Priya lives in Denver": the judge reads
+turns better than a one-line memory.)
 
 An obligation with U yes is audited once more as a write (the write audit's own primitives and
 label) over the superseding turns and every turn after them up to the operation point ("held"):
