@@ -526,14 +526,23 @@ class CalItem:
     positive: bool
 
 
-def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> list[CalItem]:
+def asks_forget(log: MemoryLog, cases: Sequence[Case]) -> bool:
+    """Whether F is asked on any of `cases` (`items_for`): a case without a successor that meets a
+    request to forget. Where none does, F's calibration items are not scored: most stores' histories
+    hold no such request (LoCoMo conv-49's 29 cases meet none), and those items were 4 of 7."""
+    return any(c.successor is None and forget_evidence(log, c) for c in cases)
+
+
+def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0,
+                asked: Sequence[str] = ("e", "r")) -> list[CalItem]:
     """Per statement p (a turn's own words): over the `window` turns after it with one turn put in the
     middle, U positive (a turn saying p changed), U negatives (p restated: still holds; a statement of
     the same conversation two windows away, `calibrate.distant_turns`: not said); in the two forms F
     meets (`forget_evidence`), F positives (a request to forget p; p, then "Please forget that.") and
     F negatives (a request to forget that other statement, and the other statement followed by
     "Please forget that."). A request not to forget p is not one: `FORGET` does not match it, so F
-    never meets it."""
+    never meets it. `asked`: the questions to build items for ("e": F, "r": U); the statements drawn
+    are the same whichever are asked."""
     rng = random.Random(seed)
     convs = sorted(log.conversations)
     pool = [(c, i) for c in convs for i, t in enumerate(log.conversations[c].turns[:-1])
@@ -556,16 +565,17 @@ def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0) -> 
                 CalItem("e", s, (p, forget_that(p)), True), CalItem("e", s, (q, forget_that(q)), False)]
         if others:
             out.append(CalItem("r", cal.said(q), tuple(later), False))
-    return out
+    return [it for it in out if it.which in asked]
 
 
 def calibrate(annotators: Sequence[tuple[Annotator, bool]], log: MemoryLog, n: int = 12,
-              target: float = cal.TARGET_FPR) -> list[dict[str, Any]]:
+              target: float = cal.TARGET_FPR, asked: Sequence[str] = ("e", "r")) -> list[dict[str, Any]]:
     """Each annotator's F and U thresholds at FPR <= target (one scoring call for all, so roles on
-    one model share prefixes). `annotators`: (annotator, as_adjudicator)."""
+    one model share prefixes); only those of `asked` ("e": F, "r": U). `annotators`: (annotator,
+    as_adjudicator)."""
     from .annotate import score_all
 
-    items = build_items(log, n=n)
+    items = build_items(log, n=n, asked=asked)
     reqs: list[tuple[Backend, Prompt]] = []
     for x, as_adj in annotators:
         for it in items:
@@ -584,6 +594,8 @@ def calibrate(annotators: Sequence[tuple[Annotator, bool]], log: MemoryLog, n: i
         vals = [s.logodds for s in scores[k * len(items):(k + 1) * len(items)]]
         th = {}
         for which, name in (("e", "f"), ("r", "u")):
+            if which not in asked:
+                continue
             pairs = [(v, it.positive) for v, it in zip(vals, items, strict=True) if it.which == which and v is not None]
             th[name] = cal.pick([v for v, pos in pairs if pos], [v for v, pos in pairs if not pos], target)
         out.append({"thresholds": th, "items": len(items), "scoring_errors": sum(v is None for v in vals),

@@ -352,8 +352,9 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
     else:
         if cfg.calibrate:
             cal_log = calibrate.corpus(cfg.calibrate_on, log)
-            for x, c in zip((a, b, adj), lifecycle.calibrate([(a, False), (b, False), (adj, True)], cal_log),
-                            strict=True):
+            asked = ("e", "r") if lifecycle.asks_forget(log, cases) else ("r",)  # F only where it is asked
+            for x, c in zip((a, b, adj), lifecycle.calibrate([(a, False), (b, False), (adj, True)], cal_log,
+                                                             asked=asked), strict=True):
                 x.thresholds.update({k: calibrate.usable(t) for k, t in c["thresholds"].items()})
                 meta.setdefault("lifecycle_calibration", {})[x.role] = {
                     **c, "thresholds": {k: t.to_dict() for k, t in c["thresholds"].items()}}

@@ -305,6 +305,19 @@ def test_calibration_items_and_thresholds(tmp_path):
     for c in cals:
         assert set(c["thresholds"]) == {"f", "u"}
         assert c["thresholds"]["u"].tpr == 1.0 and c["thresholds"]["f"].tpr == 1.0
+    # where no case meets a request to forget, F is not calibrated: U's items are the same ones
+    only_u = lifecycle.build_items(log, n=4, window=2, asked=("r",))
+    assert only_u == [i for i in items if i.which == "r"] and len(only_u) < len(items)
+    cals = lifecycle.calibrate([(Annotator("A", be, "a"), False)], log, n=4, asked=("r",))
+    assert set(cals[0]["thresholds"]) == {"u"} and cals[0]["items"] == len(only_u)
+
+
+def test_f_is_calibrated_only_where_some_case_meets_a_request_to_forget(tmp_path):
+    log = _log(tmp_path)
+    every = lifecycle.cases(log)
+    assert lifecycle.asks_forget(log, every)  # o1: "Please forget that I am allergic to peanuts"
+    asked = [c for c in every if c.successor is None and lifecycle.forget_evidence(log, c)]
+    assert asked and not lifecycle.asks_forget(log, [c for c in every if c not in asked])
 
 
 def test_not_said_negatives_are_the_same_people_two_windows_away(tmp_path):
