@@ -158,6 +158,57 @@ def test_cache_stats_and_clear(tmp_path, monkeypatch):
     assert orjson.loads(run("cache", "stats", "--format", "json").stdout)["entries"] == 1
 
 
+def test_cache_export_then_import_warms_another_home_and_bad_files_add_nothing(tmp_path, monkeypatch):
+    """Cached answers exported from one home and imported into a fresh one are found there under the
+    same keys; a damaged export is refused with file:line:field and adds nothing."""
+    import gzip
+
+    from derivaudit.models.cache import ResultCache
+
+    k1, k2 = "a" * 64, "b" * 64
+    monkeypatch.setenv("DERIVAUDIT_HOME", str(tmp_path / "one"))
+    c = ResultCache()
+    c.put_many([(k1, "score", "llamacpp", "m1", {"logodds": 1.5}), (k2, "generate", "openai", "m2", "text")])
+    c.close()
+    for name in ("all.jsonl.gz", "m1.jsonl"):
+        r = run("cache", "export", "-o", tmp_path / name, *(("--model", "m1") if name == "m1.jsonl" else ()))
+        assert r.exit_code == 0, r.output
+    assert "exported 1 cached result" in r.output
+    lines = gzip.decompress((tmp_path / "all.jsonl.gz").read_bytes()).splitlines()
+    assert len(lines) == 3 and orjson.loads(lines[0])["format"] == "derivaudit-cache"
+    monkeypatch.setenv("DERIVAUDIT_HOME", str(tmp_path / "two"))
+    r = run("cache", "import", tmp_path / "all.jsonl.gz")
+    assert r.exit_code == 0 and "read 2" in r.output and "2 new" in r.output
+    c = ResultCache()
+    assert c.get_many([k1, k2]) == {k1: {"logodds": 1.5}, k2: "text"}
+    c.close()
+    r = run("cache", "import", tmp_path / "m1.jsonl")  # held already: kept, nothing new
+    assert r.exit_code == 0 and "0 new" in r.output
+    # damaged files: nothing imported, exit 2, the line and field named
+    bad = tmp_path / "bad.jsonl"
+    good = (tmp_path / "m1.jsonl").read_text().splitlines()
+    row = orjson.loads(good[1])
+    cases = {"key": [good[0], good[1], json.dumps({**row, "key": "c" * 64}), json.dumps({**row, "key": "nothex"})],
+             "model": [good[0], json.dumps({**row, "key": "d" * 64, "model": 3})],
+             "not JSON": [good[0], "{oops"],
+             "format": [good[1]]}
+    monkeypatch.setenv("DERIVAUDIT_HOME", str(tmp_path / "three"))
+    for field, rows in cases.items():
+        bad.write_text("\n".join(rows) + "\n")
+        r = run("cache", "import", bad)
+        assert r.exit_code == 2 and f"bad.jsonl:{len(rows)}" in r.output and field in r.output, r.output
+        assert "Traceback" not in r.output
+    (tmp_path / "broken.jsonl.gz").write_bytes(b"plain text, no gzip stream\n")
+    r = run("cache", "import", tmp_path / "broken.jsonl.gz")
+    assert r.exit_code == 2 and "not a readable gzip file" in r.output
+    (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress((tmp_path / "m1.jsonl").read_bytes())[:-12])
+    r = run("cache", "import", tmp_path / "cut.jsonl.gz")  # its last line is cut: refused as a whole
+    assert r.exit_code == 2 and "nothing was imported" in r.output
+    assert orjson.loads(run("cache", "stats", "--format", "json").stdout)["entries"] == 0
+    r = run("cache", "import", tmp_path / "missing.jsonl")
+    assert r.exit_code == 2 and "missing.jsonl" in r.output
+
+
 def test_validate_skip_invalid_counts_records_and_strict_fails_on_warnings(fixtures):
     bad = fixtures / "bad"
     r = run("validate", bad / "skip_claim.jsonl")

@@ -19,7 +19,7 @@ def _documented() -> set[tuple[str, ...]]:
     text = (ROOT / "docs" / "commands.md").read_text()
     found = set()
     for head in re.findall(r"^### (.+)$", text, re.M):
-        for cmd in re.findall(r"`derivaudit ([a-z]+(?: (?:build|run|sample|import|stats|clear))?)", head):
+        for cmd in re.findall(r"`derivaudit ([a-z]+(?: (?:build|run|sample|import|stats|clear|export))?)", head):
             found.add(tuple(cmd.split()))
     return found
 

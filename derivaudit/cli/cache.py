@@ -1,15 +1,18 @@
-"""The result cache: cache stats, cache clear."""
+"""The result cache: cache stats, clear, export, import."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ._common import (
+    EXIT_BAD_INPUT,
     Fmt,
     app,
     err,
+    escape,
     handles_bad_input,
     out,
     print_json,
@@ -45,3 +48,40 @@ def cache_clear(
 
     n = ResultCache().clear(model)
     err.print(f"deleted {n} cached result(s)")
+
+
+@cache_app.command("export")
+@handles_bad_input
+def cache_export(
+    output: Annotated[Path, typer.Option("-o", "--output", help="File to write (JSONL; gzip when it ends in .gz).")],
+    model: Annotated[str | None, typer.Option("--model", help="Only entries whose model contains this.")] = None,
+) -> None:
+    """Write the cached results to a file, to warm another machine's cache (`cache import`)."""
+    import gzip
+
+    from ..io import atomic_writer
+    from ..models.cache import ResultCache
+
+    with atomic_writer(output) as fh:
+        if output.name.endswith(".gz"):
+            with gzip.GzipFile(fileobj=fh, mode="wb", mtime=0) as gz:
+                n = ResultCache().export(gz, model)
+        else:
+            n = ResultCache().export(fh, model)
+    err.print(f"exported {n} cached result(s) to {escape(str(output))}")
+
+
+@cache_app.command("import")
+@handles_bad_input
+def cache_import(
+    file: Annotated[Path, typer.Argument(help="A file written by `derivaudit cache export`.")],
+) -> None:
+    """Add the results of an exported cache file to this cache (entries it holds already are kept)."""
+    from ..models.cache import CacheFileError, ResultCache
+
+    try:
+        read, added = ResultCache().import_file(file)
+    except CacheFileError as e:
+        err.print(f"[red]{escape(str(e))}[/red]; nothing was imported")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    err.print(f"read {read} cached result(s) from {escape(str(file))}; {added} new")

@@ -8,9 +8,12 @@ a busy timeout lets several processes read and write one cache file without corr
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import re
 import sqlite3
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,21 @@ from ..paths import cache_path
 from .base import DEFAULT_TOP_K, YES_NO, Backend, Prompt, Score
 
 CACHE_VERSION = 1
+EXPORT_FORMAT = "derivaudit-cache"  # the header's "format" of an exported cache file
+_KEY = re.compile(r"[0-9a-f]{64}")
+_FIELDS = {"key": str, "kind": str, "backend": str, "model": str, "created": (int, float)}
+
+
+class CacheFileError(ValueError):
+    """An exported cache file that cannot be imported (the message names file, line and field)."""
+
+
+def _lines(fh: Any, path: Path) -> Any:
+    """The file's lines; a damaged gzip stream is a bad file, not a crash."""
+    try:
+        yield from fh
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise CacheFileError(f"{path}: not a readable gzip file ({e})") from None
 
 
 class ResultCache:
@@ -71,6 +89,64 @@ class ResultCache:
             "bytes": size,
             "by_model": [{"backend": b, "model": m, "kind": k, "entries": n} for b, m, k, n in rows],
         }
+
+    def export(self, fh: Any, model: str | None = None) -> int:
+        """Every entry (or one model's, as `clear` matches it) as JSONL to the binary file `fh`: a
+        header line, then one entry per line. Keys are hashes and values are answers, so an export
+        holds no prompt text; it carries a warm cache to another machine (a CI runner, a laptop)."""
+        fh.write(orjson.dumps({"type": "header", "format": EXPORT_FORMAT, "cache_version": CACHE_VERSION}) + b"\n")
+        q = "SELECT key, kind, backend, model, value, created FROM results"
+        args: tuple[str, ...] = ()
+        if model:
+            q, args = q + " WHERE model LIKE ?", (f"%{model}%",)
+        n = 0
+        for k, kind, b, m, v, created in self.db.execute(q + " ORDER BY key", args):
+            fh.write(orjson.dumps({"key": k, "kind": kind, "backend": b, "model": m, "value": orjson.loads(v),
+                                   "created": created}) + b"\n")
+            n += 1
+        return n
+
+    def import_file(self, path: str | Path) -> tuple[int, int]:
+        """Entries of an exported file (`export`; gzip-compressed when its name ends in .gz) added to
+        this cache: (read, added). An entry this cache already holds is kept as it is. The whole file
+        is checked before anything is written: a bad line raises CacheFileError and adds nothing."""
+        path = Path(path)
+        opener = gzip.open if path.suffix == ".gz" else open
+        rows: list[tuple[str, str, str, str, bytes, float]] = []
+        n = 0
+        with opener(path, "rb") as fh:
+            for n, line in enumerate(_lines(fh, path), 1):
+                where = f"{path}:{n}"
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError as e:
+                    raise CacheFileError(f"{where}: not JSON ({e})") from None
+                if not isinstance(obj, dict):
+                    raise CacheFileError(f"{where}: expected a JSON object")
+                if n == 1:
+                    if obj.get("type") != "header" or obj.get("format") != EXPORT_FORMAT:
+                        raise CacheFileError(f"{where}: format: not a derivaudit cache export (its first line "
+                                             f"must be the header written by `derivaudit cache export`)")
+                    if obj.get("cache_version") != CACHE_VERSION:
+                        raise CacheFileError(f"{where}: cache_version: {obj.get('cache_version')!r}, this "
+                                             f"derivaudit reads {CACHE_VERSION}")
+                    continue
+                for f, t in _FIELDS.items():
+                    if not isinstance(obj.get(f), t) or isinstance(obj.get(f), bool):
+                        raise CacheFileError(f"{where}: {f}: missing or not a {getattr(t, '__name__', 'number')}")
+                if not _KEY.fullmatch(obj["key"]):
+                    raise CacheFileError(f"{where}: key: not a SHA-256 hex digest")
+                if "value" not in obj:
+                    raise CacheFileError(f"{where}: value: missing")
+                rows.append((obj["key"], obj["kind"], obj["backend"], obj["model"], orjson.dumps(obj["value"]),
+                             float(obj["created"])))
+        if n == 0:
+            raise CacheFileError(f"{path}: empty file (not a derivaudit cache export)")
+        before = self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany("INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?)", rows)
+        return len(rows), self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0] - before
 
     def clear(self, model: str | None = None) -> int:
         with self.db:
