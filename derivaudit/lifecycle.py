@@ -21,9 +21,10 @@ target's write point up to the operation point ("the after view"):
   statement "Someone asks to forget that <obligation>" (its own yes/no wording separated the
   fixture log's calibration items less well: AUC 0.86 / 0.92 for annotators A / B against 0.97 /
   0.91, true-positive rate at FPR 0.10 0.59 / 0.59 against 1.0 / 0.68), over the after turns that
-  make a request to forget, delete or stop keeping something (`FORGET`, the request's own verbs: a
-  request to forget is a speech act that names its act; not right after a negation: "don't
-  forget" asks to remember) and refer to the target (a word of it in the request or in the turn
+  make a request to forget, delete or stop keeping something (`FORGET`, the request's own verbs in
+  a request's form: a request to forget is a speech act that names its act and is addressed to the
+  store, "Forget that", "Can you delete …"; "I forget things" and "don't forget" make none) and
+  refer to the target (a word of it in the request or in the turn
   just before, which is then read with it: "Please forget that." says what only beside what it
   points at), and only those; with none, F is no without asking. Over the whole after view the
   judge read "forget" into any turn about the fact ("Sam is thinking about trying painting": F
@@ -99,14 +100,25 @@ OUTSIDE = ("api", "ui")  # origins the store records as not from the conversatio
 # The version of the operation rules (which items are asked, and the label rule): part of the
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
 RULES = ("successor-evidence-2, held-2, forget-turns-3, kept-label-1, after-keeps-successor-1, after-budget-1, "
-         "written-ambiguous-1, update-evidence-1, forget-cal-3, forget-as-e-1, forget-negated-1, kept-words-1")
-# A turn that asks to forget, delete or stop keeping something: the verbs of the request itself.
-# ("I forgot my keys", "I don't remember" make no request and are not matched; nor does a negated
-# verb: "Don't forget, you got this!" asks to remember — three of LoCoMo conv-49's turns say it.)
-_NOT = r"(?<!\bnot )(?<!n't )(?<!n’t )(?<!\bdont )(?<!\bnever )(?<!\bever )"
-FORGET = re.compile(_NOT + r"\b(?:forget|delete|erase|remove|wipe|unsave)\b|\b(?:do not|don['’]?t|never|stop|no longer)"
-                    r"\s+(?:keep(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|record(?:ing)?|track(?:ing)?|remembering)\b",
-                    re.IGNORECASE)
+         "written-ambiguous-1, update-evidence-1, forget-cal-3, forget-as-e-1, forget-negated-1, kept-words-1, "
+         "forget-request-1")
+# A turn that asks to forget, delete or stop keeping something: the verbs of the request itself, in
+# the form of a request (a speech act addressed to the store): the imperative at a clause's start
+# ("Forget what I said", "Actually, delete that"), or after a request marker ("please", "can you",
+# "I'd like you to", "go ahead and"). The same verbs in a statement make no request: "I forget a lot
+# of things", "a good way to forget the stresses of life", "we need to remove the fence" (12 of
+# LoCoMo's 5,882 turns use one of them, none as a request), nor after a negation: "Don't forget,
+# you got this!" asks to remember (three of LoCoMo conv-49's turns say it).
+_LEAD = (r"(?:(?:^|[.!?;:,(\"“”—–])\s*(?:(?:please|pls|ok|okay|actually|also|and|so|now|then|oh|hey|well|just|yeah|"
+         r"yes|no|sorry|but|hmm|um)\b[,!]?\s+){0,3}"
+         r"|\b(?:please|pls|can you|could you|would you|will you|you can|you could|you should|you may|you might|"
+         r"(?:i|i['’]d|i would|we|we['’]d|we would)\s+(?:want|like|need|prefer)\s+(?:you|u)\s+to|"
+         r"(?:want|need|asked|ask) you to|go ahead and|feel free to|(?:forget|remember|be sure|make sure) to)"
+         r"\s+(?:please\s+|just\s+|also\s+)?)")
+FORGET = re.compile(_LEAD + r"(?:(?:forget|delete|erase|remove|wipe|unsave)\b|(?:do not|don['’]?t|never|stop|no longer)"
+                    r"\s+(?:keep(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|record(?:ing)?|track(?:ing)?|remember(?:ing)?)\b)"
+                    r"|\brather you (?:not|didn['’]t)\s+(?:keep|store|save|record|track|remember)\b",
+                    re.IGNORECASE | re.MULTILINE)
 QUESTIONS = {"e": "op_f", "r": "op_u"}  # F sits in E's place, U in R's (both read as yes/no)
 ADJUDICATE = {"e": "adjudicate_op_f", "r": "adjudicate_op_u"}
 POLARITY = {"e": "asked to be forgotten", "r": "no longer true"}

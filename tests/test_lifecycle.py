@@ -514,15 +514,25 @@ def test_f_is_asked_over_the_turns_that_ask_to_forget_and_only_those(tmp_path):
     # t4 asks to forget the peanut allergy (after the cat turn): no reason to remove the night shifts
     assert lifecycle.forget_turns(log, cs["o2"]) == [] and "forget" not in lifecycle.items_for(
         log, cs["o2"], _obligations(log)["w2"])
-    hits = [t for t in ("Please forget what I said about my job.", "Can you delete that note?",
-                        "Don’t keep that in your memory.", "Stop storing my address.",
-                        "Please don't forget to delete my old address.") if lifecycle.FORGET.search(t)]
-    # a negated verb asks to remember: "Don't forget, you got this!" (LoCoMo) is no request to forget
-    misses = [t for t in ("I forgot my keys again.", "I don't remember his name.", "We removed the old fence.",
-                          "I keep a diary.", "Don't forget my birthday!", "Don't forget, you got this!",
-                          "Do not delete my notes.", "Please don’t ever forget it.", "I will never forget that day.")
-              if lifecycle.FORGET.search(t)]
-    assert len(hits) == 5 and misses == []
+    # a request: the verb as an imperative at a clause's start or after a request marker
+    requests = ("Please forget what I said about my job.", "Can you delete that note?",
+                "Don’t keep that in your memory.", "Stop storing my address.",
+                "Please don't forget to delete my old address.", "Forget what I said about Boston.",
+                "Actually, forget about my allergy.", "Could you please erase my old number?",
+                "I'd like you to remove my address from memory.", "You can delete the note about my diet.",
+                "Ok, wipe that.", "Please stop tracking my runs.", "I'd rather you not keep that.",
+                "Nice weather.\nForget my old number.")
+    # no request: a negated verb asks to remember ("Don't forget, you got this!", LoCoMo), and the
+    # verbs in a statement ask nothing (LoCoMo: "a good way to forget the stresses of life")
+    statements = ("I forgot my keys again.", "I don't remember his name.", "We removed the old fence.",
+                  "I keep a diary.", "Don't forget my birthday!", "Don't forget, you got this!",
+                  "Do not delete my notes.", "Please don’t ever forget it.", "I will never forget that day.",
+                  "I forget a lot of things, but I remember.", "How could I forget?!",
+                  "We need to remove the old fence.", "I don't keep a diary.",
+                  "It's a good way to forget the stresses of life.", "This will help you not to forget anything!",
+                  "Sometimes I get caught up in my studies and forget to prioritize self-care.")
+    assert [t for t in requests if not lifecycle.FORGET.search(t)] == []
+    assert [t for t in statements if lifecycle.FORGET.search(t)] == []
     # a request far back in a long after view, sharing no word with the target itself but following
     # the turn that does ("forget all that"), is still the F evidence, though BM25 would not pick it
     turns = ["I have a dog named Rex."] + ["Please forget all that, thanks."] + [f"Filler {i} about weather."
