@@ -92,8 +92,9 @@ class ResultCache:
 
     def export(self, fh: Any, model: str | None = None) -> int:
         """Every entry (or one model's, as `clear` matches it) as JSONL to the binary file `fh`: a
-        header line, then one entry per line. Keys are hashes and values are answers, so an export
-        holds no prompt text; it carries a warm cache to another machine (a CI runner, a laptop)."""
+        header line, then one entry per line. Keys are hashes, so no prompt is in it; values are the
+        answers, and a generated one (an obligation list) restates a memory's text. It carries a warm
+        cache to another machine (a CI runner, a laptop)."""
         fh.write(orjson.dumps({"type": "header", "format": EXPORT_FORMAT, "cache_version": CACHE_VERSION}) + b"\n")
         q = "SELECT key, kind, backend, model, value, created FROM results"
         args: tuple[str, ...] = ()
