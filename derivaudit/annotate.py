@@ -792,7 +792,10 @@ def adjudicate(items: Sequence[Item], a: Sequence[Primitives], b: Sequence[Primi
 
 
 @dataclass
-class Annotation:
+class Settled:
+    """One item's answers from annotators A and B, and the adjudicator's where it was asked: the
+    write audit's (`Annotation`) and the lifecycle audit's (`lifecycle.Judged`) alike."""
+
     item: Item
     a: Primitives
     b: Primitives
@@ -802,6 +805,9 @@ class Annotation:
     def final(self) -> Primitives:
         return self.adjudicated or self.a
 
+
+@dataclass
+class Annotation(Settled):
     @property
     def label(self) -> str:
         f = self.final

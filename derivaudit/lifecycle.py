@@ -85,6 +85,7 @@ from .annotate import (
     Item,
     Obligation,
     Primitives,
+    Settled,
     _answers,
     annotate,
     ask,
@@ -343,15 +344,8 @@ def _coin(item: Item) -> bool:
 
 
 @dataclass
-class Judged:
-    item: Item
-    a: Primitives
-    b: Primitives
-    adjudicated: Primitives | None
-
-    @property
-    def final(self) -> Primitives:
-        return self.adjudicated or self.a
+class Judged(Settled):
+    """F and U answers in E's and R's places (a write label read from them would mean nothing)."""
 
     def to_dict(self) -> dict[str, Any]:
         f = self.final
