@@ -176,6 +176,12 @@ def test_cache_export_then_import_warms_another_home_and_bad_files_add_nothing(t
     assert "exported 1 cached result" in r.output
     lines = gzip.decompress((tmp_path / "all.jsonl.gz").read_bytes()).splitlines()
     assert len(lines) == 3 and orjson.loads(lines[0])["format"] == "derivaudit-cache"
+    db = tmp_path / "one" / "cache.sqlite"
+    before = db.read_bytes()
+    for target in (db, tmp_path / "one" / "cache.sqlite-wal"):  # the cache's own files are never the output
+        r = run("cache", "export", "-o", target)
+        assert r.exit_code == 2 and "cache" in r.output and "Traceback" not in r.output, r.output
+    assert db.read_bytes() == before
     monkeypatch.setenv("DERIVAUDIT_HOME", str(tmp_path / "two"))
     r = run("cache", "import", tmp_path / "all.jsonl.gz")
     assert r.exit_code == 0 and "read 2" in r.output and "2 new" in r.output
