@@ -261,6 +261,12 @@ def forget_evidence(log: MemoryLog, case: Case, limit: int = MAX_PASSAGES) -> li
     return [out[i] for i in sorted(out)][-limit:]
 
 
+def f_evidence(log: MemoryLog, case: Case) -> list[Turn]:
+    """What F is asked over for a case: its `forget_evidence`, none for a case with a successor (a
+    successor says why the target went; U checks it)."""
+    return [] if case.successor is not None else forget_evidence(log, case)
+
+
 def held_item(log: MemoryLog, case: Case, row: dict[str, Any], item: Item) -> Item | None:
     """For an obligation the after turns supersede (U yes on a checked subset): the write audit over
     the superseding turns and every turn after them, up to the operation point. The latest turns that
@@ -402,7 +408,7 @@ def items_for(log: MemoryLog, case: Case, obligations: Sequence[Obligation],
     out: dict[str, list[Item]] = {"after": [AfterItem(o, case.target, "after", after) for o in obligations]}
     if case.successor is not None:
         out["successor"] = [AfterItem(o, case.target, "successor", successor_turns(log, case)) for o in obligations]
-    elif asks := forget_evidence(log, case):
+    if asks := f_evidence(log, case):
         out["forget"] = [AfterItem(o, case.target, "forget", asks) for o in obligations]
     if case.new is not None:
         out["kept"] = [Item(o, case.target, new_obligations_view, [as_passage(case.new)]) for o in obligations]
@@ -533,10 +539,10 @@ class CalItem:
 
 
 def asks_forget(log: MemoryLog, cases: Sequence[Case]) -> bool:
-    """Whether F is asked on any of `cases` (`items_for`): a case without a successor that meets a
-    request to forget. Where none does, F's calibration items are not scored: most stores' histories
-    hold no such request (LoCoMo conv-49's 29 cases meet none), and those items were 4 of 7."""
-    return any(c.successor is None and forget_evidence(log, c) for c in cases)
+    """Whether F is asked on any of `cases` (`f_evidence`). Where none is, F's calibration items are
+    not scored: most stores' histories hold no request to forget (LoCoMo conv-49's 29 cases meet
+    none), and those items were 4 of 7."""
+    return any(f_evidence(log, c) for c in cases)
 
 
 def build_items(log: MemoryLog, n: int = 12, window: int = 6, seed: int = 0,
