@@ -59,14 +59,12 @@ def cache_export(
     """Write the cached results to a file, to warm another machine's cache (`cache import`)."""
     import gzip
 
-    from ..io import OutputError, atomic_writer, check_output
+    from ..io import OutputError, atomic_writer
     from ..models.cache import ResultCache
     from ..paths import cache_path
 
-    db = cache_path()
-    own = [db.name + x for x in ("", "-wal", "-shm", "-journal")]
-    check_output(output, [db.with_name(x) for x in own])  # never the cache itself, nor a link to it
-    if output.resolve().parent == db.resolve().parent and output.name in own:
+    db = cache_path().resolve()
+    if output.resolve() in {db.with_name(db.name + x) for x in ("", "-wal", "-shm", "-journal")}:  # links too
         raise OutputError(f"{output}: this is the result cache's own file; write the export elsewhere")
     with atomic_writer(output) as fh:
         if output.name.endswith(".gz"):

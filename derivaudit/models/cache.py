@@ -143,11 +143,10 @@ class ResultCache:
                              float(obj["created"])))
         if n == 0:
             raise CacheFileError(f"{path}: empty file (not a derivaudit cache export)")
-        before = self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.executemany("INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?)", rows)
-        return len(rows), self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0] - before
+            cur = self.db.executemany("INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?)", rows)
+        return len(rows), cur.rowcount  # rows inserted (an ignored one counts 0)
 
     def clear(self, model: str | None = None) -> int:
         with self.db:
