@@ -330,10 +330,16 @@ def _pick_all(vals: Sequence[float | None], items: Sequence[Item], e_items: Sequ
         th["s"] = pick(*_pos_neg(s_vals, s_items), target)
     both = [(e, r) for e, r in zip(e_scores, r_on_e, strict=True) if e is not None and r is not None]
     yes_yes = (sum(e >= th["e"].value and r >= th["r"].value for e, r in both) / len(both)) if both else None
-    return {"thresholds": th, "items": len(items), "slot_items": len(s_items),
+    # the calibration scores themselves: the scale on which a write's confidence is read (trust.py)
+    scale = {"e": {"pos": _rounded(e_pos), "neg": _rounded(e_neg)}, "r": {"pos": _rounded(r_p), "neg": _rounded(r_n)}}
+    return {"thresholds": th, "scale": scale, "items": len(items), "slot_items": len(s_items),
             "items_key": items_key([*items, *s_items]), "scoring_errors":
             sum(v is None for v in vals), "yes_yes": yes_yes, "e_r_correlation": _corr(both),
             "target_fpr": target}
+
+
+def _rounded(xs: Sequence[float]) -> list[float]:
+    return sorted(round(float(x), 4) for x in xs)
 
 
 def _corr(pairs: Sequence[tuple[float, float]]) -> float | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, calibrate, conflicts, gold, runs, templates
+from . import __version__, calibrate, conflicts, gold, runs, sampling, templates
 from .annotate import (
     PARSE_RULES,
     SUBSET_RULES,
@@ -56,6 +56,8 @@ class ScanConfig:
     evidence: EvidenceSettings = field(default_factory=EvidenceSettings)
     limit: int | None = None
     conversations: list[str] | None = None
+    sample: int | None = None  # audit a random sample of this many writes, stratified by conversation
+    sample_seed: int = 0
     chunk: int | None = None  # writes per model round trip; None: 1 in-process (a kill loses one write), 8 on servers
     until: str = "labels"  # views | obligations | primitives | labels
     models: ModelRoles = field(default_factory=ModelRoles)  # annotator_a, annotator_b, adjudicator
@@ -74,6 +76,7 @@ class ScanConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {"evidence": self.evidence.to_dict(), "limit": self.limit, "conversations": self.conversations,
+                "sample": self.sample, "sample_seed": self.sample_seed,
                 "chunk": self.chunk, "models": self.models.to_dict(), "files": list(self.files),
                 "history": list(self.history), "use_cache": self.use_cache, "skip_invalid": self.skip_invalid,
                 "calibrate": self.calibrate, "calibrate_on": self.calibrate_on, "allow_empty": self.allow_empty}
@@ -81,7 +84,8 @@ class ScanConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any], until: str = "labels") -> ScanConfig:
         return cls(evidence=EvidenceSettings.from_dict(d.get("evidence", {})), limit=d.get("limit"),
-                   conversations=d.get("conversations"), chunk=d.get("chunk"), until=until,
+                   conversations=d.get("conversations"), sample=d.get("sample"),
+                   sample_seed=d.get("sample_seed", 0), chunk=d.get("chunk"), until=until,
                    models=ModelRoles.from_dict(d.get("models", {})), files=list(d.get("files", [])),
                    history=list(d.get("history", [])), use_cache=d.get("use_cache", True),
                    skip_invalid=d.get("skip_invalid", False), calibrate=d.get("calibrate", True),
@@ -124,7 +128,19 @@ def open_annotators(pool: ModelPool, models: ModelRoles) -> tuple[Annotator, Ann
 
 def select_writes(log: MemoryLog, cfg: ScanConfig) -> list[Write]:
     ws = [w for w in log.writes if not cfg.conversations or w.conversation_id in cfg.conversations]
-    return ws[: cfg.limit] if cfg.limit is not None else ws
+    ws = ws[: cfg.limit] if cfg.limit is not None else ws
+    if cfg.sample is not None:
+        chosen = set(sampling.stratified([(w.write_id, w.conversation_id) for w in ws], cfg.sample, cfg.sample_seed))
+        ws = [w for w in ws if w.write_id in chosen]
+    return ws
+
+
+def store_of(log: MemoryLog, cfg: ScanConfig) -> dict[str, int]:
+    """The store a sample stands for: writes per conversation of the selection before sampling."""
+    out: dict[str, int] = {}
+    for w in select_writes(log, ScanConfig(limit=cfg.limit, conversations=cfg.conversations)):
+        out[w.conversation_id] = out.get(w.conversation_id, 0) + 1
+    return out
 
 
 def _noop(stage: str, advance: int, total: int) -> None:
@@ -185,7 +201,10 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
     writes = select_writes(log, cfg)
     meta.update({
         "derivaudit": __version__, "input_files": [str(f) for f in input_files], "input_sha": input_hash,
-        "selection": {"limit": cfg.limit, "conversations": cfg.conversations, "writes": len(writes)},
+        "selection": {"limit": cfg.limit, "conversations": cfg.conversations, "writes": len(writes),
+                      "sample": None if cfg.sample is None else
+                      {"n": cfg.sample, "seed": cfg.sample_seed, "design": sampling.DESIGN,
+                       "store_conversations": store_of(log, cfg)}},
         "evidence": cfg.evidence.to_dict(),
         "annotators": {x.role: x.describe() for x in annotators},
         "skipped_records": [p.to_dict() for p in log.skipped],
@@ -338,7 +357,7 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
     from .report.lifecycle import summarize
 
     chosen = {r["write_id"] for r in labels}
-    cases = [c for c in lifecycle.cases(log, cfg.conversations) if cfg.limit is None
+    cases = [c for c in lifecycle.cases(log, cfg.conversations) if (cfg.limit is None and cfg.sample is None)
              or (c.target.write_id in chosen and (c.new is None or c.new.write_id in chosen))]
     if not cases:
         return None

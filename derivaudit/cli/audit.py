@@ -44,14 +44,31 @@ def review_sample(
     output: Annotated[Path, typer.Option("-o", "--output", help="The review sheet to write (CSV, atomic).")],
     per_stratum: Annotated[int, typer.Option("--per-stratum", min=1, help="Rows per stratum (view x label, "
                                              "repaired, multi-passage).")] = 25,
+    budget: Annotated[int | None, typer.Option(
+        "--budget", min=2, help="Review whole writes instead: N writes for a category each, chosen where labels "
+        "narrow the corrected rates most (stratified by the judge's category and confidence, inclusion "
+        "probabilities recorded); `review import` then corrects every rate of `report`.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sample and its order.")] = 0,
     bom: Annotated[bool, typer.Option("--bom/--no-bom", help="Start the CSV with a UTF-8 byte-order mark, so "
                                       "Excel reads it as UTF-8 (LibreOffice and Python do either way).")] = True,
 ) -> None:
-    """A blinded review sheet: memory, obligation and numbered passages, empty columns for D/E/R/label."""
+    """A blinded review sheet: per obligation (memory, obligation, numbered passages, empty D/E/R/label), or with
+    --budget per write (memory, its cited passages and earlier history, an empty category)."""
+    from .. import reference
     from ..review import ReviewError, sample
     from ..runs import lock
 
+    if budget is not None:
+        try:
+            with lock(run):
+                wdoc = reference.sample(run, output, budget=budget, seed=seed, bom=bom)
+        except reference.ReviewError as e:
+            _bad(str(e))
+        err.print(f"wrote {len(wdoc['rows'])} writes to {escape(str(output))} ({escape(wdoc['how'])}: "
+                  + ", ".join(f"{escape(h)} {d['drawn']} of {d['size']}" for h, d in wdoc["strata"].items())
+                  + f"); fill the category column, then run `derivaudit review import {escape(str(run))} "
+                  f"{escape(str(output))}`")
+        return
     try:
         with lock(run):
             doc = sample(run, output, per_stratum=per_stratum, seed=seed, bom=bom)
@@ -69,10 +86,26 @@ def review_import(
     sheet: Annotated[Path, typer.Argument(help="The filled review sheet (CSV).")],
     format: FmtOpt = Fmt.table,
 ) -> None:
-    """Validate the reviewers' answers, store them in RUN/review.jsonl and show model-human agreement."""
+    """Validate the reviewers' answers, store them in RUN/review.jsonl and show model-human agreement; a
+    write-level sheet (review sample --budget) goes to RUN/review_writes.jsonl and corrects the report's rates."""
+    from .. import reference
     from ..report.table import print_review
     from ..review import ReviewError, import_review
     from ..runs import lock
+
+    if reference.is_write_sheet(sheet):
+        try:
+            with lock(run):
+                got = reference.import_reviews(run, sheet)
+        except reference.ReviewError as e:
+            _bad(str(e))
+        if format is Fmt.json:
+            print_json(got)
+        else:
+            err.print(f"imported {got['imported']} reviewed writes into {escape(got['file'])} ("
+                      + ", ".join(f"{escape(h)} {n}" for h, n in got["by_stratum"].items())
+                      + f"); `derivaudit report {escape(str(run))}` now shows the corrected rates")
+        return
 
     try:
         with lock(run):
@@ -98,6 +131,13 @@ def scan(
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N writes.", min=1)] = None,
     conversation: Annotated[list[str] | None, typer.Option("--conversation", help="Only this conversation "
                                                            "(repeatable).")] = None,
+    sample: Annotated[int | None, typer.Option(
+        "--sample", min=1, help="Audit a random sample of N writes of the store (stratified by conversation, at "
+        "least one each, seeded) and report every rate as an estimate for the whole store with its 95% interval. "
+        "Choosing N: a rate near p has an interval about 2 x 1.96 x sqrt(p(1-p)/N) wide when N is small against "
+        "the store (about +/-0.10 at N = 100, +/-0.05 at N = 400 for p = 0.5; less for rates near 0 or 1); label "
+        "some sampled writes (`review sample --budget`) to correct the judge too.")] = None,
+    sample_seed: Annotated[int, typer.Option("--sample-seed", help="Seed of --sample (recorded in the run).")] = 0,
     until: Annotated[str, typer.Option("--until", help=f"Stop after {', '.join(STAGES)}.")] = "labels",
     limit_floor: Annotated[float, typer.Option(help="Search-limited floor (share of the top BM25 score).",
                                                min=0.0, max=1.0)] = 0.5,
@@ -124,7 +164,7 @@ def scan(
             _bad(f"--calibrate-on: {calibrate_on!r} is neither {' nor '.join(CORPORA)} nor a file")
         calibrate_on = str(Path(calibrate_on).expanduser().resolve())
     cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=limit_floor), limit=limit, conversations=conversation,
-                     until=until,
+                     sample=sample, sample_seed=sample_seed, until=until,
                      models=models,
                      files=[str(f.resolve()) for f in files], history=[str(h.resolve()) for h in history or []],
                      use_cache=use_cache, skip_invalid=skip_invalid, allow_empty=allow_empty,
@@ -135,6 +175,7 @@ def scan(
 def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
     """The body of scan, decompose and annotate: one pipeline, stopped after `cfg.until`."""
     from ..report.table import print_lifecycle, print_rubric, print_scope
+    from ..sampling import SampleError
     from ..scan import scan as run_scan
     from ..scan import select_writes
 
@@ -143,7 +184,11 @@ def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
     unknown = sorted(set(cfg.conversations or []) - set(log.conversations))
     if unknown:
         _bad(f"unknown conversation(s): {', '.join(unknown)}")
-    if not select_writes(log, cfg) and not cfg.allow_empty:
+    try:
+        chosen = select_writes(log, cfg)
+    except SampleError as e:
+        _bad(f"--sample {cfg.sample}: {e}")
+    if not chosen and not cfg.allow_empty:
         what = "the selected conversations have" if cfg.conversations else "the log has"
         _bad(f"{what} no write ({len(log.conversations)} conversations, {log.n_turns} turns): nothing to audit, "
              "and a run of zero writes would pass every gate. Pass --allow-empty to go on anyway.")

@@ -18,7 +18,16 @@ from ..gold import gold_metrics
 from ..review import review_metrics
 from ..runs import RunError
 from ..safe import dumps as json_dumps
-from ..stats import SCOPE_HELP, cluster_bootstrap_ci, group_counts, rates
+from ..stats import SCOPE_HELP, group_counts, rates
+from ..trust import (
+    CORRECTED,
+    accuracy_at_coverage,
+    category_of,
+    corrected,
+    reference,
+    store_sample,
+    write_confidence,
+)
 from .lifecycle import HELP as LIFECYCLE_HELP
 from .lifecycle import flat as lifecycle_flat
 from .lifecycle import summarize as summarize_lifecycle
@@ -44,6 +53,13 @@ METRICS: dict[str, str] = {
     **GOLD_HELP,
     **LIFECYCLE_HELP,
 }
+# suffixes of the corrected scope metrics: `unsupported.upper` and so on
+TRUST_SUFFIXES = {
+    "judge": "the judge's own rate over the store (conversation-balanced)",
+    "corrected": "the rate corrected by reference labels (prediction-powered; none without labels)",
+    "lower": "lower end of the 95% interval (corrected; else the sampling interval of a --sample scan)",
+    "upper": "upper end of the 95% interval (corrected; else the sampling interval of a --sample scan)",
+}
 
 
 ReportError = RunError  # bad input or usage: exit code 2
@@ -52,8 +68,10 @@ ReportError = RunError  # bad input or usage: exit code 2
 # ---------------------------------------------------------------- building
 
 
-def build(run: str | Path, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """The report of one run folder (scan required, replay optional)."""
+def build(run: str | Path, *, reps: int = 1000, seed: int = 0, min_confidence: float | None = None
+          ) -> dict[str, Any]:
+    """The report of one run folder (scan required, replay optional). `min_confidence`: list only
+    the writes whose label is at least this confident (rates always count every write)."""
     run = Path(run)
     runs.require(run, (runs.LABELS, runs.SCOPE, runs.META), f"run `derivaudit scan LOG.jsonl -o {run}` first")
     meta = runs.load_meta(run)
@@ -61,9 +79,10 @@ def build(run: str | Path, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]
     scan_report = runs.read_json(run, runs.SCOPE)
     labeled = [r for r in labels if r["citation_label"] and r["expanded_label"]]
     scope = rates(labeled)
-    cis = cluster_bootstrap_ci(labeled, reps=reps, seed=seed)
+    trust = _trust(run, meta, labeled, min_confidence)
     for k, v in scope.items():
-        v["balanced_ci"] = list(cis[k])
+        est = trust["judge_sampling"].get(k)
+        v["balanced_ci"] = [est["low"], est["high"]] if est else [None, None]
         v["meaning"] = SCOPE_HELP[k]
     diffs = [(k, v["difference"]) for k, v in scope.items() if v["difference"] is not None]
     largest = max(diffs, key=lambda kv: abs(kv[1])) if diffs else (None, None)
@@ -91,10 +110,62 @@ def build(run: str | Path, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]
         "skipped_records": meta.get("skipped_records", []),
         "replay": replay,
         "lifecycle": summarize_lifecycle(runs.read_rows_if(run, runs.LIFECYCLE), reps=reps, seed=seed),
+        "trust": trust,
+        "interval": {"level": 0.95, "method": INTERVAL_METHOD},
         "bootstrap": {"reps": reps, "seed": seed, "unit": "conversation", "interval": 0.95},
     }
     report["metrics"] = flat_metrics(report)
     return report
+
+
+INTERVAL_METHOD = ("design-based: the store's rate, from the writes derivaudit drew (scan --sample) and the "
+                   "labelled ones (review sample, meta.gold); no interval where every write was audited and none "
+                   "labelled (the judge's rate is then exact, its error unknown)")
+
+
+def _trust(run: Path, meta: dict[str, Any], labeled: list[dict[str, Any]], min_confidence: float | None
+           ) -> dict[str, Any]:
+    """Corrected rates, the judge's sampling intervals, per-write confidence, accuracy at coverage."""
+    from ..estimate import estimate
+
+    ref = reference(run, labeled)
+    conf = write_confidence(labeled, runs.read_rows(run, runs.PRIMITIVES) if runs.exists(run, runs.PRIMITIVES)
+                            else [], meta.get("calibration") or {})
+    sampled = bool((meta.get("selection") or {}).get("sample"))
+    judge_sampling: dict[str, Any] = {}
+    if sampled:  # the judge's own rate over the store, from the sample alone
+        import numpy as np
+
+        design = store_sample(meta, labeled)
+        for name, (fn, fd, _, _) in CORRECTED.items():
+            f_num = np.array([bool(fn(r)) for r in labeled], dtype=float)
+            f_den = np.array([bool(fd(r)) for r in labeled], dtype=float)
+            judge_sampling[name] = estimate(f_num, f_den, f_num, f_den, design).to_dict()
+    n_ref = sum(1 for r in labeled if r["write_id"] in ref["labels"])
+    listed = [{"write_id": r["write_id"], "conversation_id": r["conversation_id"], "category": category_of(r),
+               "confidence": conf.get(r["write_id"]), "reference": ref["labels"].get(r["write_id"])}
+              for r in labeled]
+    shown = [w for w in listed if min_confidence is None
+             or (w["confidence"] is not None and w["confidence"] >= min_confidence)]
+    note = None
+    if not n_ref:
+        budget = max(20, min(100, len(labeled) // 10))
+        note = (f"rates are the judge's own, uncorrected: label a random few writes to correct them "
+                f"(`derivaudit review sample {run} --budget {budget} -o review.csv`, fill in the category "
+                f"column, `derivaudit review import {run} review.csv`)")
+    return {
+        "reference": {"who": ref["who"], "file": ref["file"], "labels": n_ref, "design": ref["design"]},
+        "sample": (meta.get("selection") or {}).get("sample"),
+        "weighting": "conversation-balanced",
+        "corrected": corrected(meta, labeled, ref) if n_ref else None,
+        "judge_sampling": judge_sampling,
+        "note": note,
+        "confidence_scale": "calibration items" if any(c is not None for c in conf.values()) else None,
+        "accuracy_at_coverage": accuracy_at_coverage(labeled, conf, ref["labels"]),
+        "min_confidence": min_confidence,
+        "writes": shown,
+        "writes_hidden": len(listed) - len(shown),
+    }
 
 
 def _run_meta(run: Path, meta: dict[str, Any], labels: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -155,6 +226,14 @@ def flat_metrics(report: dict[str, Any]) -> dict[str, float | None]:
     for k, v in report["scope"].items():
         m[k] = v["balanced"]
         m[f"{k}.weighted"] = v["weighted"]
+    trust = report.get("trust") or {}
+    for k in CORRECTED:
+        c = (trust.get("corrected") or {}).get(k) or {}
+        s = (trust.get("judge_sampling") or {}).get(k) or {}
+        m[f"{k}.judge"] = c.get("judge", s.get("judge", report["scope"].get(k, {}).get("balanced")))
+        m[f"{k}.corrected"] = c.get("corrected")
+        m[f"{k}.lower"] = c.get("low", s.get("low"))
+        m[f"{k}.upper"] = c.get("high", s.get("high"))
     settings = (report.get("replay") or {}).get("settings", {})
     gate = gate_setting(report)
     for key, s in settings.items():

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .build import METRICS, ReportError
+from .build import METRICS, TRUST_SUFFIXES, ReportError
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt}
@@ -24,7 +24,12 @@ def parse_gate(expr: str, known: Iterable[str] | None = None) -> tuple[str, str,
                           f"(OP one of < <= > >= == !=; NUMBER may end in %)")
     name, op, value, pct = m.groups()
     names = list(METRICS if known is None else known)
-    base = name.split("@", 1)[0].removesuffix(".weighted") if known is None else name
+    base = name.split("@", 1)[0] if known is None else name
+    if known is None:
+        for suffix in (".weighted", *(f".{x}" for x in TRUST_SUFFIXES)):
+            if base.endswith(suffix) and base[: -len(suffix)] in names:
+                base = base[: -len(suffix)]
+                break
     if base not in names:
         raise ReportError(f"--fail-if {expr!r}: unknown metric {name!r} (known: {', '.join(names)})")
     return name, op, float(value) / (100 if pct else 1)

@@ -20,7 +20,17 @@ from .. import runs
 from ..safe import html_escape as escape
 from . import plots
 from .build import _num, answer_key, gate_setting
-from .text import _ci, change_rows, confusion_rows, gold_rows, pct, review_rows
+from .text import (
+    _ci,
+    change_rows,
+    confusion_rows,
+    coverage_rows,
+    gold_rows,
+    pct,
+    review_rows,
+    scope_interval_note,
+    trust_rows,
+)
 
 VIEW_KEYS = {"citation_only": "co", "expanded": "ex"}
 
@@ -164,6 +174,17 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
         gold_html = ("<h2>Labels against gold</h2><p class=note>Writes carrying <code>meta.gold</code>: the audited "
                      "category (from the citation-only and expanded labels) against the reference.</p>"
                      + _table(["metric", "value"], gold_rows(g), "gold") + _table(head, rows, "confusion"))
+    head, rows, notes = trust_rows(report)
+    trust_html = ("<h2>Corrected rates</h2>" + "".join(f"<p class=note>{escape(n)}</p>" for n in notes)
+                  + (_table(head, rows, "corrected") if rows else ""))
+    head, rows = coverage_rows(report)
+    if rows:
+        acc = report["trust"]["accuracy_at_coverage"]
+        trust_html += ("<h2>Accuracy at coverage</h2><p class=note>The writes with a reference label, most confident "
+                       "first (confidence read on the calibration items, never on the labels).</p>"
+                       + _table(head, rows, "coverage"))
+        trust_html += ('<figure class="plot" id="plot-coverage"><figcaption>Accuracy at coverage</figcaption>'
+                       f"{plots.accuracy_at_coverage(acc)}</figure>")
     life = report.get("lifecycle")
     life_html = ""
     if life:
@@ -178,9 +199,10 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
     body = f"""
 <header><h1>derivaudit report</h1>{_table(["", ""], meta_rows, "meta")}</header>
 {_gates(gates or [])}
-<h2>Scope</h2><p class=note>Conversation-balanced (each conversation counts equally), 95% bootstrap interval over
-conversations; write-weighted beside it.</p>
+<h2>Scope</h2><p class=note>The judge's rates, conversation-balanced (each conversation counts equally),
+write-weighted beside them; {escape(scope_interval_note(report))}.</p>
 {_table(["metric", "balanced", "95% CI", "write-weighted", "n writes", "meaning"], scope_rows, "scope")}
+{trust_html}
 {"<h2>Admission replay</h2><p class=note>Operating point " + escape(str(rp.get("operating_point"))) + ", combine "
  + escape(str(rp.get("combine"))) + "; " + escape(answer_key(rp)) + ". Gate setting: "
  + escape(str(gate_setting(report))) + ".</p>"

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from ..stats import cluster_bootstrap_ci, rates
+from ..stats import rates
 
 KINDS = {"delete": "deletion", "invalidate": "invalidation", "update": "update"}
 LABELS = ("justified", "unjustified", "ambiguous")
@@ -34,9 +34,13 @@ def summarize(rows: Sequence[dict[str, Any]], reps: int = 1000, seed: int = 0) -
         return None
     flat = [{k: r[k] for k in ("conversation_id", "kind", "label", "outside_conversation")} for r in rows]
     rs = rates(flat, METRICS)
-    cis = cluster_bootstrap_ci(flat, METRICS, reps=reps, seed=seed)
+    corrected = _corrected(rows)
     for k, v in rs.items():
-        v["balanced_ci"] = list(cis[k])
+        # every operation of the log was judged: the judge's rate has no sampling error; its error is
+        # corrected (with an interval) where operations carry meta.gold
+        c = corrected.get(k)
+        v["balanced_ci"] = [c["low"], c["high"]] if c else [None, None]
+        v["corrected"] = c
     out: dict[str, Any] = {
         "operations": len(rows),
         "by_kind": {k: sum(r["kind"] == k for r in rows) for k in KINDS},
@@ -58,6 +62,35 @@ def summarize(rows: Sequence[dict[str, Any]], reps: int = 1000, seed: int = 0) -
     return out
 
 
+def _corrected(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per rate with operations of its kind carrying meta.gold: the judge's rate corrected by them
+    (estimate.py; the gold operations taken as a simple random sample of the judged ones)."""
+    import numpy as np
+
+    from ..estimate import Sample, estimate
+
+    out: dict[str, dict[str, Any]] = {}
+    if not any(r.get("gold") in LABELS for r in rows):
+        return out
+    for kind, noun in KINDS.items():
+        sub = [r for r in rows if r["kind"] == kind and not r["outside_conversation"]]
+        if not sub or not any(r.get("gold") in LABELS for r in sub):
+            continue
+        conv = np.array([r["conversation_id"] for r in sub], dtype=object)
+        sizes: dict[Any, int] = {}
+        for c in conv.tolist():
+            sizes[c] = sizes.get(c, 0) + 1
+        weight = np.array([1.0 / (len(sizes) * sizes[c]) for c in conv.tolist()])
+        lab = np.array([r.get("gold") in LABELS for r in sub])
+        design = Sample(weight, conv, sizes, lab, np.array(["all"] * len(sub), dtype=object))
+        ones = np.ones(len(sub))
+        for lab_name in LABELS:
+            f = np.array([r["label"] == lab_name for r in sub], dtype=float)
+            y = np.array([r.get("gold") == lab_name for r in sub], dtype=float)
+            out[f"{lab_name}_{noun}"] = estimate(f, ones, y, ones, design).to_dict()
+    return out
+
+
 def flat(doc: dict[str, Any] | None) -> dict[str, float | None]:
     """`--fail-if` names: lifecycle.<label>_<kind> (balanced), .weighted, lifecycle.gold.accuracy..."""
     if not doc:
@@ -66,6 +99,10 @@ def flat(doc: dict[str, Any] | None) -> dict[str, float | None]:
     for k, v in doc["rates"].items():
         m[f"lifecycle.{k}"] = v["balanced"]
         m[f"lifecycle.{k}.weighted"] = v["weighted"]
+        c = v.get("corrected") or {}
+        m[f"lifecycle.{k}.corrected"] = c.get("corrected")
+        m[f"lifecycle.{k}.lower"] = c.get("low")
+        m[f"lifecycle.{k}.upper"] = c.get("high")
     m["lifecycle.operations"] = float(doc["operations"])
     for k in ("accuracy", "unjustified_recall", "ambiguous_share"):
         if doc.get("gold"):

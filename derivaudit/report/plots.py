@@ -204,3 +204,18 @@ def rate_lines(series: dict[str, list[tuple[int, float | None, Sequence[Any]]]],
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=7, frameon=False)
     return _svg(fig)
+
+
+def accuracy_at_coverage(acc: dict[str, Any]) -> str:
+    """Accuracy of the most confident share of the labelled writes, against that share."""
+    fig = _fig(4.2, 2.6)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = [r["coverage"] for r in acc["table"]]
+    ys = [r["accuracy"] for r in acc["table"]]
+    ax.plot(xs, ys, marker="o", color="#264653")
+    ax.set_xlim(0, 1.05)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("share of labelled writes, most confident first")
+    ax.set_ylabel("accuracy against reference")
+    ax.grid(alpha=0.3)
+    return _svg(fig)

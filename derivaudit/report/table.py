@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..safe import escape, escape_id
 from .build import answer_key, flagged
-from .text import change_rows, confusion_rows, gold_rows, review_rows
+from .text import change_rows, confusion_rows, coverage_rows, gold_rows, review_rows, scope_interval_note, trust_rows
 
 
 def print_health(out: Console, cal: dict[str, Any] | None) -> None:
@@ -262,12 +262,34 @@ def print_lifecycle(out: Console, life: dict[str, Any] | None, top: int = 10) ->
         out.print(f"  ... and {len(rows) - top} more (--format json for all)")
 
 
+def print_trust(out: Console, report: dict[str, Any]) -> None:
+    """The corrected rates (or the line saying they are uncorrected) and accuracy at coverage."""
+    head, rows, notes = trust_rows(report, dash="–")
+    if rows:
+        t = Table(title="Corrected rates (the store's, 95% interval)", title_justify="left")
+        for i, col in enumerate(head):
+            t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+        for r in rows:
+            t.add_row(*r)
+        out.print(t)
+    for n in notes:
+        out.print(escape(n))
+    head, rows = coverage_rows(report)
+    if rows:
+        t = Table(title="Accuracy at coverage (most confident writes first)", title_justify="left")
+        for i, col in enumerate(head):
+            t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+        for r in rows:
+            t.add_row(*r)
+        out.print(t)
+
+
 def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
     r = report["run"]
     out.print(f"[bold]derivaudit report[/bold] — {r['writes']} writes, {r['conversations']} conversations, "
               f"{escape(str(r['path']))}")
-    t = Table(title="Scope: conversation-balanced with a 95% bootstrap interval over conversations; write-weighted "
-                    "beside it", title_justify="left")
+    t = Table(title=f"Scope: the judge's rates, conversation-balanced, write-weighted beside them; "
+                    f"{scope_interval_note(report)}", title_justify="left")
     t.add_column("metric", no_wrap=True)
     for col in ("balanced", "95% CI", "write-weighted", "writes"):
         t.add_column(col, justify="right", no_wrap=True)
@@ -276,6 +298,7 @@ def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
         t.add_row(name, _pct(v["balanced"]), "–" if lo is None else f"{lo:.1%}–{hi:.1%}", _pct(v["weighted"]),
                   str(v["n_writes"]))
     out.print(t)
+    print_trust(out, report)
     print_gold(out, report.get("gold"))
     print_lifecycle(out, report.get("lifecycle"), top)
     if report.get("replay"):

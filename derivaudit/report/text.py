@@ -31,6 +31,16 @@ def metric_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                          "ci_high": hi, "weighted": None, "n": s.get("n_pos" if name == "valid_kept" else "n_neg")})
         rows.append({"section": "replay", "metric": "auc", "setting": key, "balanced": _num(s.get("auc")),
                      "ci_low": None, "ci_high": None, "weighted": None, "n": None})
+    trust = report.get("trust") or {}
+    for k, c in (trust.get("corrected") or {}).items():
+        rows.append({"section": "corrected", "metric": k, "setting": "", "balanced": c["corrected"],
+                     "ci_low": c["low"], "ci_high": c["high"], "weighted": None, "n": c["labels"]})
+        rows.append({"section": "judge", "metric": k, "setting": "", "balanced": c["judge"], "ci_low": None,
+                     "ci_high": None, "weighted": None, "n": c["audited"]})
+    for row in (trust.get("accuracy_at_coverage") or {}).get("table", []):
+        rows.append({"section": "accuracy_at_coverage", "metric": f"top {row['coverage']:.0%}", "setting": "",
+                     "balanced": row["accuracy"], "ci_low": None, "ci_high": None, "weighted": None,
+                     "n": row["writes"]})
     for name, value in gold_flat(report.get("gold")).items():
         if report.get("gold"):
             rows.append({"section": "gold", "metric": name, "setting": "", "balanced": value, "ci_low": None,
@@ -86,6 +96,53 @@ def _ci(ci: Sequence[Any] | None) -> str:
 
 
 
+def scope_interval_note(report: dict[str, Any]) -> str:
+    """What the scope table's interval is."""
+    sample = (report.get("trust") or {}).get("sample")
+    if sample:
+        return (f"95% interval: the store's rate from a random sample of {report['run']['writes']} writes "
+                f"(seed {sample.get('seed')})")
+    return "every write audited: no sampling interval; the judge's error is in the corrected rates"
+
+
+def trust_rows(report: dict[str, Any], dash: str = "—") -> tuple[list[str], list[list[str]], list[str]]:
+    """The corrected rates: header, rows (metric, judge, corrected, 95% CI, labels, labels to halve)
+    and the lines that say what they rest on (raw text: each renderer escapes it)."""
+    trust = report.get("trust") or {}
+    ref = trust.get("reference") or {}
+    notes = []
+    if trust.get("note"):
+        notes.append(trust["note"])
+    else:
+        notes.append(f"reference labels: {ref.get('labels')} ({ref.get('who')}, {ref.get('file')}); design: "
+                     f"{ref.get('design')}. The corrected rate is the judge's rate plus its error measured on the "
+                     "labelled writes (prediction-powered inference); its 95% interval holds whatever the judge's "
+                     "accuracy, for this store.")
+    head = ["metric", "judge", "corrected", "95% CI", "labels", "labels to halve"]
+    rows = []
+    for k, c in (trust.get("corrected") or {}).items():
+        rows.append([k, pct(c["judge"]), pct(c["corrected"]), _ci((c["low"], c["high"])), str(c["labels"]),
+                     dash if c.get("labels_to_halve") is None else str(c["labels_to_halve"])])
+    widest = max((c for c in (trust.get("corrected") or {}).values() if c.get("low") is not None),
+                 key=lambda c: c["high"] - c["low"], default=None)
+    if widest and widest.get("labels_to_halve"):
+        notes.append(f"about {widest['labels_to_halve'] - widest['labels']} more labels would roughly halve the "
+                     f"widest interval ({pct(widest['high'] - widest['low'])} wide)")
+    return head, rows, notes
+
+
+def coverage_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Accuracy of the most confident 25/50/75/100% of the labelled writes."""
+    acc = (report.get("trust") or {}).get("accuracy_at_coverage")
+    if not acc:
+        return [], []
+    head = ["most confident", "writes", "accuracy", "confidence at least"]
+    rows = [[f"{r['coverage']:.0%}", str(r["writes"]), pct(r["accuracy"]), f"{r['min_confidence']:.2f}"]
+            for r in acc["table"]]
+    rows.append(["top half / bottom half", str(acc["n"]), f"{pct(acc['top_half'])} / {pct(acc['bottom_half'])}", ""])
+    return head, rows
+
+
 def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), top: int = 10) -> str:
     r = report["run"]
     lines = [f"## derivaudit report — {r['writes']} writes, {r['conversations']} conversations", ""]
@@ -95,11 +152,21 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
             v = "n/a" if g["value"] is None else f"{g['value']:.4g}"
             lines.append(f"| `{md_escape(g['expr'])}` | {v} | {'❌ failed' if g['failed'] else '✅ passed'} |")
         lines.append("")
-    lines += ["### Scope (conversation-balanced, 95% bootstrap interval over conversations)", "",
+    lines += [f"### Scope (the judge's rates, conversation-balanced; {md_escape(scope_interval_note(report))})", "",
               "| metric | balanced | 95% CI | write-weighted | n writes |", "|---|---:|---|---:|---:|"]
     for k, v in report["scope"].items():
         lines.append(f"| {k} | {pct(v['balanced'])} | {_ci(v['balanced_ci'])} | {pct(v['weighted'])} | "
                      f"{v['n_writes']} |")
+    head, rows, notes = trust_rows(report)
+    lines += ["", "### Corrected rates", ""] + [md_escape(n) for n in notes]
+    if rows:
+        lines += ["", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+        lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows]
+    head, rows = coverage_rows(report)
+    if rows:
+        lines += ["", "### Accuracy at coverage (most confident writes first, against the reference labels)", "",
+                  "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+        lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows]
     g = report.get("gold")
     if g:
         lines += ["", "### Labels against gold (`meta.gold`)", "", "| metric | value |", "|---|---:|"]
@@ -238,10 +305,11 @@ def _x(text: Any) -> str:
     return _XML_BAD.sub("\ufffd", visible(str(text), newlines=True))
 
 
-def to_junit(report: dict[str, Any]) -> str:
+def to_junit(report: dict[str, Any], gates: Sequence[dict[str, Any]] = ()) -> str:
     """One test case per write, grouped in one suite per conversation: failing when the memory is
-    unsupported or contradicted in the expanded view, skipped when it is ambiguous or unresolved. A
-    run of zero writes is one failing case."""
+    unsupported or contradicted in the expanded view, skipped when it is ambiguous or unresolved; and
+    one case per `--fail-if` gate in the suite `derivaudit.gates` (name, threshold, value, and the
+    failure message). A run of zero writes is one failing case."""
     import xml.etree.ElementTree as ET
 
     run = Path(report["run"]["path"])
@@ -275,6 +343,21 @@ def to_junit(report: dict[str, Any]) -> str:
         case = ET.SubElement(suite, "testcase", classname="derivaudit.run", name="writes")
         ET.SubElement(case, "failure", message="the run has no write: nothing was audited", type="empty")
         suites["derivaudit.run"], counts["derivaudit.run"] = suite, {"tests": 1, "failures": 1, "skipped": 0}
+    if gates:
+        suite = ET.SubElement(root, "testsuite", name="derivaudit.gates")
+        suites["derivaudit.gates"], counts["derivaudit.gates"] = suite, {"tests": 0, "failures": 0, "skipped": 0}
+        for g in gates:
+            case = ET.SubElement(suite, "testcase", classname="derivaudit.gates", name=_x(g["expr"]))
+            props = ET.SubElement(case, "properties")
+            for key in ("metric", "op", "threshold", "value", "on"):
+                ET.SubElement(props, "property", name=key, value=_x("" if g.get(key) is None else g[key]))
+            counts["derivaudit.gates"]["tests"] += 1
+            if g["failed"]:
+                value = "no value" if g["value"] is None else f"{g['value']:.4g}"
+                msg = (f"gate failed: {g['metric']} = {value} {g['op']} {g['threshold']:.4g}"
+                       + (f" ({g['why']})" if g.get("why") else ""))
+                ET.SubElement(case, "failure", message=_x(msg), type="gate").text = _x(msg)
+                counts["derivaudit.gates"]["failures"] += 1
     for conv, el in suites.items():
         for k, v in counts[conv].items():
             el.set(k, str(v))
@@ -294,4 +377,4 @@ def csv_bytes(report: dict[str, Any], gates: Sequence[dict[str, Any]] = ()) -> b
 
 
 def junit_bytes(report: dict[str, Any], gates: Sequence[dict[str, Any]] = ()) -> bytes:
-    return to_junit(report).encode()
+    return to_junit(report, gates).encode()

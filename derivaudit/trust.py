@@ -1,0 +1,228 @@
+"""How far a run's numbers can be trusted: the scope rates corrected by reference labels
+(`estimate`), each write's confidence, and accuracy at coverage.
+
+Reference labels, in this order: a write-level human review imported into the run
+(`review sample --budget N` then `review import`: RUN/review_writes.jsonl, drawn by a recorded
+stratified design), else `meta.gold` on the log's writes (taken as a simple random sample of the
+audited writes). A reference label is one of the four categories (gold may also say ambiguous).
+
+Confidence. Each primitive answer that decides a label sits at some log-odds from its
+annotator's threshold; its confidence is read on the calibration items of that annotator and
+primitive (never on gold): for a yes, the share of the calibration items whose answer is no that
+score below it; for a no, the share of those whose answer is yes that score above it. An
+obligation's confidence is the lower of its E and R answers' (D is read at argmax and has no
+scale; an answer set by a rule, arithmetic or a refutation carried from another view, counts as
+certain; an obligation sent to the adjudicator is read on the adjudicator's scale); a memory label
+is as confident as its weakest needed obligation (supported: all of them; otherwise the strongest
+obligation that carries the label); a write's category as the lower of the views it reads
+(citation-only and expanded for the two supported categories, expanded for the others); an
+ambiguous label has confidence 0.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import runs
+from .estimate import Estimate, Sample, estimate, labels_to_halve
+from .gold import CATEGORIES, category
+from .labels import answers
+
+REFERENCE_VALUES = (*CATEGORIES, "ambiguous")
+
+# metric -> (judge numerator, judge denominator, reference numerator, reference denominator); judge
+# functions read a labels.jsonl row, reference functions a category
+CORRECTED: dict[str, tuple[Any, Any, Any, Any]] = {
+    "citation_supported": (lambda r: r["citation_label"] == "supported", lambda r: True,
+                           lambda c: c == "citation-supported", lambda c: True),
+    "expanded_supported": (lambda r: r["expanded_label"] == "supported", lambda r: True,
+                           lambda c: c in ("citation-supported", "provenance-repaired"), lambda c: True),
+    "provenance_repaired": (lambda r: r["expanded_label"] == "supported" and r["citation_label"] != "supported",
+                            lambda r: r["citation_label"] != "supported",
+                            lambda c: c == "provenance-repaired", lambda c: c != "citation-supported"),
+    "unsupported": (lambda r: r["expanded_label"] == "unsupported" and not r["search_limited"], lambda r: True,
+                    lambda c: c == "unsupported", lambda c: True),
+    "contradicted": (lambda r: r["expanded_label"] == "contradicted", lambda r: True,
+                     lambda c: c == "contradicted", lambda c: True),
+}
+COVERAGE = (0.25, 0.5, 0.75, 1.0)
+
+
+def category_of(row: Mapping[str, Any]) -> str:
+    """A labels.jsonl row's category (runs scanned before the field existed: from its two labels)."""
+    return row.get("category") or category(row.get("citation_label"), row.get("expanded_label"))
+
+
+# ---------------------------------------------------------------- reference labels
+
+
+def reference(run: str | Path, labels: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The reference labels a report uses: {"who": human | gold | None, "file", "labels":
+    {write_id: category}, "strata": {write_id: stratum} (every audited write) or None}."""
+    run = Path(run)
+    from .reference import REVIEWS, SAMPLE
+
+    human = runs.read_rows_if(run, REVIEWS)
+    if human:
+        doc = runs.read_json(run, SAMPLE)
+        return {"who": "human", "file": str(runs.path(run, REVIEWS)), "source": doc.get("file"),
+                "labels": {h["write_id"]: h["category"] for h in human},
+                "strata": dict(doc.get("strata_of") or {}), "design": doc.get("design")}
+    gold = {r["write_id"]: r["gold"] for r in labels if r.get("gold") in REFERENCE_VALUES}
+    if gold:
+        return {"who": "gold", "file": "meta.gold in the log", "source": None, "labels": gold, "strata": None,
+                "design": "the writes with meta.gold, taken as a simple random sample of the audited writes"}
+    return {"who": None, "file": None, "source": None, "labels": {}, "strata": None, "design": None}
+
+
+# ---------------------------------------------------------------- corrected rates
+
+
+def store_sample(meta: Mapping[str, Any], rows: Sequence[dict[str, Any]], weighting: str = "balanced",
+                 labelled: Mapping[str, str] | None = None, strata: Mapping[str, str] | None = None) -> Sample:
+    """The design of a run's audited writes (`rows`: labels.jsonl rows with both view labels):
+    the store's conversation sizes from `scan --sample` (else the audited writes are the store)."""
+    drawn = (meta.get("selection") or {}).get("sample")
+    conv = np.array([r["conversation_id"] for r in rows], dtype=object)
+    audited: dict[str, int] = {}
+    for c in conv.tolist():
+        audited[c] = audited.get(c, 0) + 1
+    store = {c: int(n) for c, n in (drawn or {}).get("store_conversations", {}).items()} if drawn else dict(audited)
+    for c, n in audited.items():  # writes outside the drawn store (none unless files changed): their own count
+        store.setdefault(c, n)
+    n_conv, total = len(store), sum(store.values())
+    if weighting == "balanced":
+        weight = np.array([1.0 / (n_conv * store[c]) for c in conv.tolist()])
+    else:
+        weight = np.full(len(rows), 1.0 / total if total else 0.0)
+    labelled = labelled or {}
+    lab = np.array([r["write_id"] in labelled for r in rows], dtype=bool)
+    st = np.array([(strata or {}).get(r["write_id"], "all") for r in rows], dtype=object)
+    return Sample(weight, conv, store, lab, st, sampled=bool(drawn))
+
+
+def corrected(meta: Mapping[str, Any], rows: Sequence[dict[str, Any]], ref: Mapping[str, Any],
+              weighting: str = "balanced") -> dict[str, dict[str, Any]]:
+    """Per metric: the judge's rate, the corrected estimate, its 95% interval, the labels used,
+    and about how many labels in all would halve the interval."""
+    labelled = {w: c for w, c in ref["labels"].items() if c in REFERENCE_VALUES}
+    sample = store_sample(meta, rows, weighting, labelled, ref.get("strata"))
+    out = {}
+    for name, (fn, fd, yn, yd) in CORRECTED.items():
+        f_num = np.array([bool(fn(r)) for r in rows], dtype=float)
+        f_den = np.array([bool(fd(r)) for r in rows], dtype=float)
+        cat = [labelled.get(r["write_id"]) for r in rows]
+        y_num = np.array([bool(yn(c)) if c else 0 for c in cat], dtype=float)
+        y_den = np.array([bool(yd(c)) if c else 0 for c in cat], dtype=float)
+        est: Estimate = estimate(f_num, f_den, y_num, y_den, sample)
+        d = est.to_dict()
+        d["labels_to_halve"] = labels_to_halve(est.labels, len(rows)) if est.width else None
+        out[name] = d
+    return out
+
+
+# ---------------------------------------------------------------- confidence
+
+
+def _scale(calibration: Mapping[str, Any], role: str, which: str) -> tuple[list[float], list[float]] | None:
+    sc = ((calibration.get(role) or {}).get("scale") or {}).get(which)
+    if not sc:
+        return None
+    return sorted(sc.get("pos") or []), sorted(sc.get("neg") or [])
+
+
+def answer_confidence(score: float | None, yes: bool, scale: tuple[list[float], list[float]] | None) -> float | None:
+    """A yes: the share of the calibration items answered no that score below `score`; a no: the
+    share of those answered yes that score above it. None without a scale or a score."""
+    if score is None or scale is None:
+        return None
+    pos, neg = scale
+    if yes:
+        return bisect.bisect_left(neg, score) / len(neg) if neg else None
+    return (len(pos) - bisect.bisect_right(pos, score)) / len(pos) if pos else None
+
+
+def obligation_confidence(row: Mapping[str, Any], calibration: Mapping[str, Any]) -> float | None:
+    """The lower of the E and R answers' confidences of a primitive row (see the module doc)."""
+    if row["label"] == "ambiguous":
+        return 0.0
+    who = "adjudicator" if row.get("adjudicator") else "A"
+    prim = row.get("adjudicator") or row["A"]
+    final = answers(row)
+    ruled = set()
+    if row.get("settled"):
+        ruled = {k for k in ("e", "r") if final.get(k) != prim.get(k)}
+    vals = []
+    for k in ("e", "r"):
+        if k in ruled:
+            vals.append(1.0)
+            continue
+        c = answer_confidence((prim.get("scores") or {}).get(k), bool(final.get(k)),
+                              _scale(calibration, who, k))
+        if c is not None:
+            vals.append(c)
+    return min(vals) if vals else None
+
+
+def _memory_confidence(label: str | None, obligations: Sequence[tuple[str, float | None]]) -> float | None:
+    if label is None:
+        return None
+    if label == "ambiguous":
+        return 0.0
+    confs = [c for lab, c in obligations if c is not None]
+    if not confs:
+        return None
+    if label == "supported":
+        return min(confs)
+    want = "insufficient" if label == "unsupported" else label
+    carrying = [c for lab, c in obligations if lab == want and c is not None]
+    return max(carrying) if carrying else None
+
+
+def write_confidence(labels: Sequence[dict[str, Any]], prims: Sequence[dict[str, Any]],
+                     calibration: Mapping[str, Any]) -> dict[str, float | None]:
+    """write id -> the confidence of its category (see the module doc); None where the run has no
+    calibration scale (uncalibrated, or scanned by an older derivaudit)."""
+    per: dict[tuple[str, str], list[tuple[str, float | None]]] = {}
+    for p in prims:
+        per.setdefault((p["write_id"], p["view"]), []).append((p["label"], obligation_confidence(p, calibration)))
+    out: dict[str, float | None] = {}
+    for r in labels:
+        exp = _memory_confidence(r.get("expanded_label"), per.get((r["write_id"], "expanded"), []))
+        if r.get("expanded_label") == "supported":
+            cit = _memory_confidence(r.get("citation_label"), per.get((r["write_id"], "citation_only"), []))
+            both = [c for c in (exp, cit) if c is not None]
+            out[r["write_id"]] = min(both) if both and len(both) == 2 else None
+        else:
+            out[r["write_id"]] = exp
+    return out
+
+
+def accuracy_at_coverage(rows: Sequence[dict[str, Any]], confidence: Mapping[str, float | None],
+                         ref: Mapping[str, str]) -> dict[str, Any] | None:
+    """Accuracy of the most confident 25/50/75/100% of the writes with a reference label (ties
+    broken by write order), and of the top half against the bottom half. None without labels or
+    confidences."""
+    graded = [(confidence.get(r["write_id"]), category_of(r) == ref[r["write_id"]])
+              for r in rows if ref.get(r["write_id"]) in REFERENCE_VALUES]
+    graded = [(c, ok) for c, ok in graded if c is not None]
+    if not graded:
+        return None
+    order = sorted(range(len(graded)), key=lambda i: (-graded[i][0], i))
+    ranked = [graded[i] for i in order]
+    table = []
+    for cov in COVERAGE:
+        k = max(1, round(cov * len(ranked)))
+        top = ranked[:k]
+        table.append({"coverage": cov, "writes": k, "accuracy": sum(ok for _, ok in top) / k,
+                      "min_confidence": top[-1][0]})
+    half = len(ranked) // 2
+    top, bottom = ranked[:half], ranked[half:]
+    return {"n": len(ranked), "table": table,
+            "top_half": sum(ok for _, ok in top) / len(top) if top else None,
+            "bottom_half": sum(ok for _, ok in bottom) / len(bottom) if bottom else None}
