@@ -123,13 +123,21 @@ def _stratum_var(values: np.ndarray, extra_values: Sequence[float], extra_weight
 
 
 def estimate(f_num: np.ndarray, f_den: np.ndarray, y_num: np.ndarray, y_den: np.ndarray, sample: Sample,
-             level: float = LEVEL, judge: bool = True) -> Estimate:
+             level: float = LEVEL, judge: bool = True, lam: float | None = 1.0) -> Estimate:
     """The store's rate sum(w * num) / sum(w * den) from the judge's indicators (`f_*`, every
     audited write) and the reference indicators (`y_*`, read where `sample.labelled`). With
     `judge=False` the judge is left out: the classical estimate from the labelled writes alone
     (the same design, the same interval), the baseline PPI must beat."""
     f_num = np.asarray(f_num, dtype=float) if judge else np.zeros(len(sample.weight))
     f_den = np.asarray(f_den, dtype=float) if judge else np.zeros(len(sample.weight))
+    if judge and lam is None:
+        lam = tuned_lambda(f_num, f_den, y_num, y_den, sample)
+    if judge and lam is not None and lam != 1.0:
+        scaled = estimate(lam * f_num, lam * f_den, y_num, y_den, sample, level, True, 1.0)
+        a = sample.expansion
+        rate = float((a * f_num).sum() / (a * f_den).sum()) if (a * f_den).sum() > 0 else None
+        return Estimate(rate, scaled.value, scaled.low, scaled.high, scaled.labels, scaled.audited,
+                        f"{scaled.method}, power-tuned (lambda {lam:.2f})")
     y_num, y_den = np.nan_to_num(np.asarray(y_num, dtype=float)), np.nan_to_num(np.asarray(y_den, dtype=float))
     a = sample.expansion
     lab = np.asarray(sample.labelled, dtype=bool)
@@ -183,6 +191,26 @@ def estimate(f_num: np.ndarray, f_den: np.ndarray, y_num: np.ndarray, y_den: np.
               else "judge's rate on a random sample")
     return Estimate(f_rate, min(1.0, max(0.0, theta)), max(0.0, theta - half), min(1.0, theta + half), n_lab,
                     len(a), method)
+
+
+def tuned_lambda(f_num: np.ndarray, f_den: np.ndarray, y_num: np.ndarray, y_den: np.ndarray,
+                 sample: Sample) -> float:
+    """The weight on the judge that minimises the rectifier's variance (PPI++, Angelopoulos, Duchi and
+    Zrnic 2023): cov(truth, judge) / var(judge) over the labelled writes, on the linearised rate,
+    clipped to [0, 1]; 1 where the labelled writes cannot tell (fewer than 3, or the judge constant
+    on them)."""
+    lab = np.asarray(sample.labelled, dtype=bool)
+    if lab.sum() < 3:
+        return 1.0
+    a = sample.expansion
+    first = estimate(f_num, f_den, y_num, y_den, sample)
+    theta = first.value if first.value is not None else 0.0
+    zf = (a * (np.asarray(f_num, float) - theta * np.asarray(f_den, float)))[lab]
+    zy = (a * (np.nan_to_num(np.asarray(y_num, float)) - theta * np.nan_to_num(np.asarray(y_den, float))))[lab]
+    var_f = float(np.var(zf, ddof=1))
+    if var_f <= 0:
+        return 1.0
+    return float(np.clip(np.cov(zy, zf, ddof=1)[0, 1] / var_f, 0.0, 1.0))
 
 
 def labels_to_halve(labelled: int, audited: int) -> int | None:

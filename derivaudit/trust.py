@@ -8,15 +8,15 @@ audited writes). A reference label is one of the four categories (gold may also 
 
 Confidence. Each primitive answer that decides a label sits at some log-odds from its
 annotator's threshold; its confidence is read on the calibration items of that annotator and
-primitive (never on gold): for a yes, the share of the calibration items whose answer is no that
-score below it; for a no, the share of those whose answer is yes that score above it. An
-obligation's confidence is the lower of its E and R answers' (D is read at argmax and has no
-scale; an answer set by a rule, arithmetic or a refutation carried from another view, counts as
-certain; an obligation sent to the adjudicator is read on the adjudicator's scale); a memory label
-is as confident as its weakest needed obligation (supported: all of them; otherwise the strongest
-obligation that carries the label); a write's category as the lower of the views it reads
-(citation-only and expanded for the two supported categories, expanded for the others); an
-ambiguous label has confidence 0.
+primitive (never on gold): for a yes, the share of the calibration items answered no that score
+below it; for a no, the share of those answered yes that score above it. The score read is the
+lower of the view's and its checked subset's. An obligation's confidence is the lower of its E and
+R answers' (D is read at argmax and has no scale; an answer set by a rule, arithmetic or a
+refutation carried from another view, counts as certain; an obligation sent to the adjudicator is
+read on the adjudicator's scale). A memory label is as confident as its weakest needed obligation
+(supported: all of them; otherwise the strongest obligation that carries the label); a write's
+category as the lower of the views it reads (citation-only and expanded for the two supported
+categories, expanded for the others); an ambiguous label has confidence 0.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def corrected(meta: Mapping[str, Any], rows: Sequence[dict[str, Any]], ref: Mapp
         cat = [labelled.get(r["write_id"]) for r in rows]
         y_num = np.array([bool(yn(c)) if c else 0 for c in cat], dtype=float)
         y_den = np.array([bool(yd(c)) if c else 0 for c in cat], dtype=float)
-        est: Estimate = estimate(f_num, f_den, y_num, y_den, sample)
+        est: Estimate = estimate(f_num, f_den, y_num, y_den, sample, lam=None)
         d = est.to_dict()
         d["labels_to_halve"] = labels_to_halve(est.labels, len(rows)) if est.width else None
         out[name] = d
@@ -147,6 +147,16 @@ def answer_confidence(score: float | None, yes: bool, scale: tuple[list[float], 
     return (len(pos) - bisect.bisect_right(pos, score)) / len(pos) if pos else None
 
 
+def _deciding_score(scores: Mapping[str, Any], which: str, yes: bool) -> float | None:
+    """The score that decided an answer: a yes had to clear on the whole view and on its named
+    subset (the lower of the two); a no is the subset's score where the subset check refused it,
+    else the view's."""
+    whole, subset = scores.get(which), scores.get(f"{which}_subset")
+    if subset is None or whole is None:
+        return whole
+    return min(whole, subset)
+
+
 def obligation_confidence(row: Mapping[str, Any], calibration: Mapping[str, Any]) -> float | None:
     """The lower of the E and R answers' confidences of a primitive row (see the module doc)."""
     if row["label"] == "ambiguous":
@@ -162,7 +172,7 @@ def obligation_confidence(row: Mapping[str, Any], calibration: Mapping[str, Any]
         if k in ruled:
             vals.append(1.0)
             continue
-        c = answer_confidence((prim.get("scores") or {}).get(k), bool(final.get(k)),
+        c = answer_confidence(_deciding_score(prim.get("scores") or {}, k, bool(final.get(k))), bool(final.get(k)),
                               _scale(calibration, who, k))
         if c is not None:
             vals.append(c)

@@ -277,10 +277,15 @@ def validate(report: dict[str, Any]) -> None:
     jsonschema.validate(orjson.loads(to_json(report)), schema)
 
 
-def flagged(run: Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """Writes unsupported or contradicted in the expanded view (what JUnit fails and reports list)."""
+def flagged(run: Path, limit: int | None = None, report: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Writes unsupported or contradicted in the expanded view (what JUnit fails and reports list);
+    with a `report` built with `min_confidence`, only those at least that confident."""
     out = [r for r in runs.read_rows(run, runs.LABELS)
            if r["expanded_label"] in ("unsupported", "contradicted") and not r["unresolved"]]
+    trust = (report or {}).get("trust") or {}
+    if trust.get("min_confidence") is not None:
+        shown = {w["write_id"] for w in trust.get("writes", [])}
+        out = [r for r in out if r["write_id"] in shown]
     return out[:limit] if limit is not None else out
 
 

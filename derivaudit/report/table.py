@@ -311,7 +311,7 @@ def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
         for row in change_rows(report, dash="–"):
             c.add_row(*row)
         out.print(c)
-    bad = flagged(Path(r["path"]))
+    bad = flagged(Path(r["path"]), report=report)
     if bad:
         out.print(f"[bold]Unsupported or contradicted after expansion[/bold] ({len(bad)}):")
         for w in bad[:top]:

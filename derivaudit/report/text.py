@@ -206,7 +206,7 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
                 lines.append(f"| {p} | {pct(ag[p].get('agreement'))} | {'—' if k is None else f'{k:.2f}'} |")
         lines.append(f"\nAdjudicated {ag.get('adjudicated')} of {ag.get('items')} items "
                      f"({pct(ag.get('adjudication_rate'))}).")
-    bad = flagged(Path(r["path"]))
+    bad = flagged(Path(r["path"]), report=report)
     if bad:
         lines += ["", f"### Unsupported or contradicted after expansion ({len(bad)})", ""]
         for w in bad[:top]:

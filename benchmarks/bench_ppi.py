@@ -1,0 +1,203 @@
+"""Do the corrected rates' intervals hold? Coverage and width of the 95% intervals of
+`derivaudit.estimate` on run folders whose writes carry `meta.gold`, with gold as the truth.
+
+For each run and scope metric: the all-gold rate (conversation-balanced, the truth), the judge's
+rate and its bias; then for n = 10, 20, 40 labelled writes (those below the run's size), `--draws`
+random labelled subsets (simple random, as `meta.gold` on a random few writes would be), and for
+each subset three intervals: the corrected one (PPI, the report's), the classical one from the
+labelled writes alone (same design, no judge), and the textbook PPI interval (`ppi_iid`: independent
+draws, no finite-population correction, normal quantile: what `ppi_py.ppi_mean_ci` gives). Reported:
+how often each covers the truth, and its mean width. Then per-write confidence: accuracy of the
+more confident half of the writes against the less confident half. Then `scan --sample`: stratified
+samples of the run's writes, and how often the sample's interval covers the judge's all-writes rate.
+
+Usage (scan the gold sets first; the result cache makes a second scan free):
+
+    python benchmarks/bench_labels.py --set fixtures --out runs/gold      # then --set final, --set locomo
+    python benchmarks/bench_ppi.py runs/gold/fixtures-* runs/gold/final-*  [--draws 2000] [--synthetic]
+
+No model is run: seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from derivaudit import runs, sampling  # noqa: E402
+from derivaudit.estimate import Sample, estimate, ppi_iid  # noqa: E402
+from derivaudit.trust import CORRECTED, REFERENCE_VALUES, accuracy_at_coverage, write_confidence  # noqa: E402
+
+SIZES = (10, 20, 40)
+
+
+def indicators(rows: list[dict], gold: dict[str, str]) -> dict[str, tuple[np.ndarray, ...]]:
+    out = {}
+    for name, (fn, fd, yn, yd) in CORRECTED.items():
+        out[name] = (np.array([bool(fn(r)) for r in rows], dtype=float),
+                     np.array([bool(fd(r)) for r in rows], dtype=float),
+                     np.array([bool(yn(gold[r["write_id"]])) for r in rows], dtype=float),
+                     np.array([bool(yd(gold[r["write_id"]])) for r in rows], dtype=float))
+    return out
+
+
+def design(rows: list[dict], labelled: np.ndarray) -> Sample:
+    conv = np.array([r["conversation_id"] for r in rows], dtype=object)
+    sizes: dict[str, int] = {}
+    for c in conv.tolist():
+        sizes[c] = sizes.get(c, 0) + 1
+    weight = np.array([1.0 / (len(sizes) * sizes[c]) for c in conv.tolist()])
+    return Sample(weight, conv, sizes, labelled, np.array(["all"] * len(rows), dtype=object))
+
+
+def coverage(rows: list[dict], gold: dict[str, str], draws: int, seed: int = 0) -> list[dict]:
+    ind = indicators(rows, gold)
+    n_all = len(rows)
+    everything = design(rows, np.ones(n_all, dtype=bool))
+    rng = np.random.default_rng(seed)
+    out = []
+    for name, (fn, fd, yn, yd) in ind.items():
+        truth = estimate(fn, fd, yn, yd, everything).value
+        judge = estimate(fn, fd, yn, yd, design(rows, np.zeros(n_all, dtype=bool))).judge
+        for n in SIZES:
+            if n >= n_all:
+                continue
+            hit = {"ppi": 0, "tuned": 0, "classical": 0, "iid": 0}
+            width = {"ppi": [], "tuned": [], "classical": [], "iid": []}
+            for _ in range(draws):
+                lab = np.zeros(n_all, dtype=bool)
+                lab[rng.choice(n_all, n, replace=False)] = True
+                d = design(rows, lab)
+                for kind, est in (("ppi", estimate(fn, fd, yn, yd, d)),
+                                  ("tuned", estimate(fn, fd, yn, yd, d, lam=None)),
+                                  ("classical", estimate(fn, fd, yn, yd, d, judge=False))):
+                    if est.low is None or truth is None:
+                        continue
+                    hit[kind] += est.low - 1e-9 <= truth <= est.high + 1e-9
+                    width[kind].append(est.high - est.low)
+                if name != "provenance_repaired":  # a mean: the textbook interval applies as is
+                    w = d.weight * n_all
+                    _, lo, hi = ppi_iid(yn[lab], fn[lab], fn[~lab], w=w[lab], w_unlabeled=w[~lab])
+                    hit["iid"] += lo - 1e-9 <= truth <= hi + 1e-9
+                    width["iid"].append(hi - lo)
+            out.append({"metric": name, "n": n, "truth": truth, "judge": judge,
+                        **{f"{k}_coverage": (hit[k] / len(width[k]) if width[k] else None) for k in hit},
+                        **{f"{k}_width": (float(np.mean(width[k])) if width[k] else None) for k in hit}})
+    return out
+
+
+def sample_coverage(rows: list[dict], draws: int, fraction: float = 1 / 3, seed: int = 0) -> list[dict]:
+    """`scan --sample`: stratified samples of a third of the writes; coverage of the judge's
+    all-writes rate by the sample's interval."""
+    out = []
+    conv = {r["write_id"]: r["conversation_id"] for r in rows}
+    sizes: dict[str, int] = {}
+    for c in conv.values():
+        sizes[c] = sizes.get(c, 0) + 1
+    n = max(len(sizes), round(fraction * len(rows)))
+    full = design(rows, np.zeros(len(rows), dtype=bool))
+    for name, (fn, fd, _, _) in CORRECTED.items():
+        f_num = np.array([bool(fn(r)) for r in rows], dtype=float)
+        f_den = np.array([bool(fd(r)) for r in rows], dtype=float)
+        target = estimate(f_num, f_den, f_num, f_den, full).judge
+        hit, widths = 0, []
+        for k in range(draws):
+            ids = set(sampling.stratified([(r["write_id"], conv[r["write_id"]]) for r in rows], n, seed + k))
+            idx = np.array([r["write_id"] in ids for r in rows])
+            sub = [r for r in rows if r["write_id"] in ids]
+            c = np.array([r["conversation_id"] for r in sub], dtype=object)
+            weight = np.array([1.0 / (len(sizes) * sizes[x]) for x in c.tolist()])
+            d = Sample(weight, c, sizes, np.zeros(len(sub), dtype=bool), np.array(["all"] * len(sub), dtype=object),
+                       sampled=True)
+            e = estimate(f_num[idx], f_den[idx], f_num[idx], f_den[idx], d)
+            if e.low is None or target is None:
+                continue
+            hit += e.low - 1e-9 <= target <= e.high + 1e-9
+            widths.append(e.high - e.low)
+        out.append({"metric": name, "sample": n, "of": len(rows), "judge_all": target,
+                    "coverage": hit / len(widths) if widths else None,
+                    "width": float(np.mean(widths)) if widths else None})
+    return out
+
+
+def synthetic(draws: int) -> list[dict]:
+    """Coverage on simulated stores (random labels and a judge of given accuracy), for sizes the
+    gold sets do not reach."""
+    rng = np.random.default_rng(7)
+    out = []
+    for n_all, convs in ((72, 5), (144, 8), (500, 10)):
+        for p, acc in ((0.25, 0.75), (0.1, 0.9), (0.5, 0.7), (0.05, 0.95)):
+            conv = np.sort(rng.integers(0, convs, n_all))
+            cats = np.where(rng.random(n_all) < p, "unsupported", "citation-supported")
+            flip = rng.random(n_all) > acc
+            pred = np.where(flip, np.where(cats == "unsupported", "citation-supported", "unsupported"), cats)
+            rows = [{"write_id": f"w{i}", "conversation_id": f"c{conv[i]}", "search_limited": False,
+                     "citation_label": "supported" if pred[i] == "citation-supported" else "unsupported",
+                     "expanded_label": "supported" if pred[i] == "citation-supported" else "unsupported"}
+                    for i in range(n_all)]
+            gold = {f"w{i}": str(cats[i]) for i in range(n_all)}
+            for r in coverage(rows, gold, draws):
+                if r["metric"] == "unsupported":
+                    out.append({"store": f"N={n_all}, C={convs}, rate {p}, judge accuracy {acc}", **r})
+    return out
+
+
+def pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="*", type=Path, help="run folders whose writes carry meta.gold")
+    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--synthetic", action="store_true", help="also simulated stores of 72-500 writes")
+    args = ap.parse_args()
+    for run in args.runs:
+        labels = [r for r in runs.read_rows(run, runs.LABELS) if r["citation_label"] and r["expanded_label"]]
+        gold = {r["write_id"]: r["gold"] for r in labels if r.get("gold") in REFERENCE_VALUES}
+        rows = [r for r in labels if r["write_id"] in gold]
+        convs = len({r["conversation_id"] for r in rows})
+        print(f"\n## {run.name}: {len(rows)} gold writes, {convs} conversations, {args.draws} draws per n\n")
+        print("| metric | all-gold rate | judge | bias | n | PPI coverage | PPI width | classical coverage | "
+              "classical width | PPI / classical width | textbook PPI coverage |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in coverage(rows, gold, args.draws):
+            ratio = (r["ppi_width"] / r["classical_width"]) if r["ppi_width"] and r["classical_width"] else None
+            bias = None if r["judge"] is None or r["truth"] is None else r["judge"] - r["truth"]
+            print(f"| {r['metric']} | {pct(r['truth'])} | {pct(r['judge'])} | "
+                  f"{'–' if bias is None else f'{100 * bias:+.1f} pt'} | {r['n']} | {pct(r['ppi_coverage'])} | "
+                  f"{pct(r['ppi_width'])} | {pct(r['classical_coverage'])} | {pct(r['classical_width'])} | "
+                  f"{'–' if ratio is None else f'{ratio:.2f}'} | {pct(r['iid_coverage'])} |")
+        meta = runs.load_meta(run)
+        conf = write_confidence(rows, runs.read_rows(run, runs.PRIMITIVES), meta.get("calibration") or {})
+        acc = accuracy_at_coverage(rows, conf, gold)
+        if acc:
+            print("\nAccuracy at coverage: " + ", ".join(f"top {t['coverage']:.0%} {pct(t['accuracy'])} "
+                                                        f"({t['writes']})" for t in acc["table"])
+                  + f"; top half {pct(acc['top_half'])} vs bottom half {pct(acc['bottom_half'])}")
+        else:
+            print("\nAccuracy at coverage: no confidence (the run has no calibration scale)")
+        print("\n`scan --sample` (a third of the writes, stratified by conversation):\n")
+        print("| metric | judge, all writes | sample | interval covers it | mean width |")
+        print("|---|---:|---:|---:|---:|")
+        for r in sample_coverage(rows, args.draws):
+            print(f"| {r['metric']} | {pct(r['judge_all'])} | {r['sample']} of {r['of']} | {pct(r['coverage'])} | "
+                  f"{pct(r['width'])} |")
+    if args.synthetic:
+        print(f"\n## Simulated stores (unsupported rate), {args.draws} draws per n\n")
+        print("| store | n | PPI coverage | PPI width | tuned coverage | tuned width | classical coverage | "
+              "classical width | textbook PPI coverage |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in synthetic(args.draws):
+            print(f"| {r['store']} | {r['n']} | {pct(r['ppi_coverage'])} | {pct(r['ppi_width'])} | "
+                  f"{pct(r['tuned_coverage'])} | {pct(r['tuned_width'])} | "
+                  f"{pct(r['classical_coverage'])} | {pct(r['classical_width'])} | {pct(r['iid_coverage'])} |")
+
+
+if __name__ == "__main__":
+    main()
