@@ -29,6 +29,10 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
     text_of = {r["write_id"]: r["text"] for r in labels}
     prims = runs.read_rows(run, runs.PRIMITIVES)
     if level == "write":
+        from .trust import category_of, write_confidence
+
+        calibration = runs.load_meta(run).get("calibration") or {} if runs.exists(run, runs.META) else {}
+        confidence = write_confidence(labels, prims, calibration)
         implied: dict[tuple[str, str], dict[str, set[str]]] = {}
         for p in prims:
             f, got = answers(p), implied.setdefault((p["write_id"], p["view"]), {"e": set(), "r": set()})
@@ -43,8 +47,12 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
                             "E_turns": " ".join(sorted(got["e"])), "R_turns": " ".join(sorted(got["r"])),
                             "search_limited": r["search_limited"], "decomposition": r["decomposition"],
                             "provenance_repaired": r["provenance_repaired"], "unresolved": r["unresolved"],
-                            "multi_passage": r["multi_passage"], "obligations": len(r[view]["obligations"])})
+                            "multi_passage": r["multi_passage"], "obligations": len(r[view]["obligations"]),
+                            "category": category_of(r), "confidence": confidence.get(r["write_id"])})
         return out
+    from .trust import obligation_confidence
+
+    calibration = runs.load_meta(run).get("calibration") or {} if runs.exists(run, runs.META) else {}
     obl_text = {o["obligation_id"]: (o["kind"], o["subtype"], o["text"])
                 for d in runs.read_rows(run, runs.OBLIGATIONS) for o in d["obligations"]}
     out = []
@@ -54,7 +62,7 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
                "write_text": text_of.get(r["write_id"]), "kind": kind, "subtype": sub, "obligation": text,
                "view": r["view"], "label": r["label"], "label_own": r.get("label_own", r["label"]),
                "settled_by": "; ".join(r.get("settled_by") or []), "adjudicated": r["adjudicated"],
-               "passage_turn_ids": " ".join(r["passages"])}
+               "passage_turn_ids": " ".join(r["passages"]), "confidence": obligation_confidence(r, calibration)}
         for who in ("A", "B", "adjudicator"):
             row.update({f"{who}_{k}": v for k, v in _prims(r[who], r["passages"]).items()})
         out.append(row)

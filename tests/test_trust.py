@@ -327,3 +327,20 @@ def test_a_good_sheet_imports(drawn, tmp_path):
     r = runner.invoke(app, ["review", "import", str(run), str(_write(tmp_path / "ok.csv", text))])
     assert r.exit_code == 0, r.output
     assert len(runs.read_rows(run, "review_writes.jsonl")) == 8
+
+
+def test_export_carries_each_writes_category_and_confidence(gold_run, tmp_path):
+    out = tmp_path / "labels.csv"
+    assert runner.invoke(app, ["export", str(gold_run), str(out)]).exit_code == 0
+    rows = list(csv.DictReader(out.open()))
+    assert {"category", "confidence"} <= set(rows[0])
+    assert all(r["confidence"] == "" or 0 <= float(r["confidence"]) <= 1 for r in rows)
+    out = tmp_path / "obl.csv"
+    assert runner.invoke(app, ["export", str(gold_run), str(out), "--level", "obligation"]).exit_code == 0
+    assert "confidence" in next(csv.DictReader(out.open()))
+
+
+def test_junit_carries_the_rates_as_properties(gold_run):
+    r = runner.invoke(app, ["report", str(gold_run), "--format", "junit"])
+    assert 'name="derivaudit.rates"' in r.stdout
+    assert 'name="unsupported.corrected"' in r.stdout and 'name="unsupported.labels" value="24"' in r.stdout

@@ -343,6 +343,20 @@ def to_junit(report: dict[str, Any], gates: Sequence[dict[str, Any]] = ()) -> st
         case = ET.SubElement(suite, "testcase", classname="derivaudit.run", name="writes")
         ET.SubElement(case, "failure", message="the run has no write: nothing was audited", type="empty")
         suites["derivaudit.run"], counts["derivaudit.run"] = suite, {"tests": 1, "failures": 1, "skipped": 0}
+    trust = report.get("trust") or {}
+    if trust.get("corrected") or trust.get("note"):
+        # the rates as properties of a suite of their own, so a CI viewer shows them beside the cases
+        rates = ET.SubElement(root, "testsuite", name="derivaudit.rates")
+        suites["derivaudit.rates"], counts["derivaudit.rates"] = rates, {"tests": 0, "failures": 0, "skipped": 0}
+        props = ET.SubElement(rates, "properties")
+        for k, c in (trust.get("corrected") or {}).items():
+            for field in ("judge", "corrected", "low", "high", "labels"):
+                ET.SubElement(props, "property", name=f"{k}.{field}", value=_x(c[field]))
+        for row in (trust.get("accuracy_at_coverage") or {}).get("table", []):
+            ET.SubElement(props, "property", name=f"accuracy_at_coverage.top_{row['coverage']:.0%}",
+                          value=_x(row["accuracy"]))
+        if trust.get("note"):
+            ET.SubElement(props, "property", name="uncorrected", value=_x(trust["note"]))
     if gates:
         suite = ET.SubElement(root, "testsuite", name="derivaudit.gates")
         suites["derivaudit.gates"], counts["derivaudit.gates"] = suite, {"tests": 0, "failures": 0, "skipped": 0}
