@@ -37,7 +37,7 @@ def _prims(rng: random.Random, label: str, n: int) -> dict:
             if e else [], "r_subset": [1] if r else [], "scores": {"d": 1.0, "e": 0.5, "r": -0.5}, "notes": []}
 
 
-def make(out: Path, writes: int, conversations: int, seed: int = 0, reps: int = 1000) -> Path:
+def make(out: Path, writes: int, conversations: int, seed: int = 0) -> Path:
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     per = max(1, writes // conversations)
@@ -98,7 +98,7 @@ def make(out: Path, writes: int, conversations: int, seed: int = 0, reps: int = 
                          "excluded": "ambiguous" if truth is None else None, "repaired": lab["provenance_repaired"],
                          "score": rng.gauss(1.0 if truth else -0.3, 1.2), "parts": []})
         used = decide(rows, "crossfit")
-        m = setting_metrics(rows, reps)
+        m = setting_metrics(rows)
         m["operating_point"] = used
         settings_report[key] = m
         by_setting[key] = rows

@@ -24,7 +24,7 @@ from typing import Any
 from . import runs, templates
 from .labels import answers
 from .models.base import Backend, Prompt, Score, usage_report
-from .stats import auc, balanced_resamples, conversation_draws, percentile_interval
+from .stats import auc, balanced_interval, paired_interval
 from .views import Memory, View, evidence_block, get_view
 
 CANONICAL = {
@@ -118,37 +118,24 @@ def _balanced(rows: Sequence[dict[str, Any]], truth: bool) -> float | None:
     return sum(rates) / len(rates) if rates else None
 
 
-def _balanced_draws(sides: Sequence[Sequence[dict[str, Any]]], truth: bool, reps: int, seed: int) -> list[Any] | None:
-    """Balanced rates of each side of rows over `reps` resamples of conversations with replacement
-    (one draw shared by all sides). Arrays; NaN where a resample has no conversation with such rows.
-    None with fewer than 2 conversations."""
-    import numpy as np
-
-    convs = sorted({r["conversation_id"] for rows in sides for r in rows})
-    if len(convs) < 2:
-        return None
-    ix = {c: i for i, c in enumerate(convs)}
-    draws = conversation_draws(len(convs), reps, seed)
-    out = []
-    for rows in sides:
-        hits, n = np.zeros(len(convs)), np.zeros(len(convs))
-        for r in rows:
-            if r["truth"] is truth and r["decision"] is not None:
-                hits[ix[r["conversation_id"]]] += bool(r["decision"])
-                n[ix[r["conversation_id"]]] += 1
-        out.append(balanced_resamples(hits, n, draws))
+def _per_conversation(rows: Sequence[dict[str, Any]], truth: bool) -> dict[str, list[int]]:
+    """conversation -> [admitted, decided] over the rows with this truth and a decision."""
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        if r["truth"] is truth and r["decision"] is not None:
+            c = out.setdefault(r["conversation_id"], [0, 0])
+            c[0] += bool(r["decision"])
+            c[1] += 1
     return out
 
 
-def bootstrap_rate(rows: Sequence[dict[str, Any]], truth: bool, reps: int = 1000, seed: int = 0
-                   ) -> tuple[float | None, float | None]:
-    """95% interval of a balanced admission rate by resampling conversations (fixed seed); numpy, so a
-    10,000-write replay takes milliseconds here."""
-    d = _balanced_draws([rows], truth, reps, seed)
-    return (None, None) if d is None else percentile_interval(d[0])
+def rate_interval(rows: Sequence[dict[str, Any]], truth: bool) -> tuple[float | None, float | None]:
+    """95% interval of a balanced admission rate for conversations like these (stats.balanced_interval)."""
+    per = _per_conversation(rows, truth)
+    return balanced_interval([h for h, _ in per.values()], [n for _, n in per.values()])
 
 
-def setting_metrics(rows: Sequence[dict[str, Any]], reps: int = 1000) -> dict[str, Any]:
+def setting_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     scored = [r for r in rows if r["truth"] is not None]
     pos = [r["score"] for r in scored if r["truth"] and r["score"] is not None]
     neg = [r["score"] for r in scored if r["truth"] is False and r["score"] is not None]
@@ -157,9 +144,9 @@ def setting_metrics(rows: Sequence[dict[str, Any]], reps: int = 1000) -> dict[st
     repaired = [r for r in rows if r.get("repaired") and r["decision"] is not None]
     thresholds = sorted({r["threshold"] for r in scored if r["threshold"] is not None})
     return {
-        "valid_kept": kept, "valid_kept_ci": bootstrap_rate(scored, True, reps),
+        "valid_kept": kept, "valid_kept_ci": rate_interval(scored, True),
         "unsupported_admitted": admitted,
-        "unsupported_admitted_ci": bootstrap_rate(scored, False, reps),
+        "unsupported_admitted_ci": rate_interval(scored, False),
         "realised_fpr": admitted, "n_pos": len(pos), "n_neg": len(neg),
         "excluded": {k: sum(r["excluded"] == k for r in rows) for k in dict.fromkeys(
             ["ambiguous", "unresolved", *(r["excluded"] for r in rows if r["excluded"])])},
@@ -170,11 +157,10 @@ def setting_metrics(rows: Sequence[dict[str, Any]], reps: int = 1000) -> dict[st
     }
 
 
-def paired_difference(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], truth: bool,
-                      reps: int = 1000, seed: int = 0) -> dict[str, Any]:
+def paired_difference(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], truth: bool) -> dict[str, Any]:
     """Difference (b - a) of a balanced admission rate between two settings on the same writes
-    (those with this truth and a decision in both), with a cluster-bootstrap 95% interval (the same
-    resampled conversations for both)."""
+    (those with this truth and a decision in both), with a 95% interval for conversations like
+    these (stats.paired_interval: a t interval over the conversations' differences)."""
     def ok(rows: Sequence[dict[str, Any]]) -> set[str]:
         return {r["write_id"] for r in rows if r["truth"] is truth and r["decision"] is not None}
 
@@ -183,8 +169,18 @@ def paired_difference(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], 
     rb = [r for r in b if r["write_id"] in key]
     va, vb = _balanced(ra, truth), _balanced(rb, truth)
     d = None if va is None or vb is None else vb - va
-    draws = _balanced_draws([ra, rb], truth, reps, seed) if d is not None else None
-    ci = (None, None) if draws is None else percentile_interval(draws[1] - draws[0])
+    ci: tuple[float | None, float | None] = (None, None)
+    if d is not None:
+        da = {r["write_id"]: bool(r["decision"]) for r in ra}
+        per: dict[str, list[int]] = {}
+        for r in rb:
+            c = per.setdefault(r["conversation_id"], [0, 0, 0])  # sum of (b - a), pairs, discordant
+            diff = bool(r["decision"]) - da[r["write_id"]]
+            c[0] += diff
+            c[1] += 1
+            c[2] += diff != 0
+        ci = paired_interval([s / n for s, n, _ in per.values()], [n for _, n, _ in per.values()],
+                             [k for _, _, k in per.values()])
     return {"difference": d, "ci": ci, "n": len(key)}
 
 
@@ -411,7 +407,7 @@ def _with_qa(cases: list[Case], qa: dict[str, list[tuple[str, str]]]) -> list[Ca
 
 
 def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, rule: str = "min",
-           point: str = "auto", noise: Sequence[int] = (), reps: int = 1000, chunk: int = 16,
+           point: str = "auto", noise: Sequence[int] = (), chunk: int = 16,
            reference: str = "model",
            progress: Callable[[str, int, int], None] = lambda *_: None) -> dict[str, Any]:
     """Score every (view, evidence) setting, decide at the operating point, and report against the
@@ -454,11 +450,11 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
                            "meaning": f"every setting is scored against the {reference} label of the expanded view"}
     for key, rows in rows_of.items():
         used = decide(rows, used)
-        m = setting_metrics(rows, reps)
+        m = setting_metrics(rows)
         m["operating_point"] = used
         report["settings"][key] = m
         all_rows.extend(rows)
-    report["differences"] = _differences(rows_of, reps)
+    report["differences"] = _differences(rows_of)
     if noise:
         report["noise"] = noise_probe(run, backend, rows_of, noise, rule,
                                       by_evidence.get("expanded") or load_cases(run, "expanded", reference))
@@ -481,7 +477,7 @@ def _finite(x: Any) -> Any:
     return x
 
 
-def _differences(rows_of: dict[str, list[dict[str, Any]]], reps: int) -> list[dict[str, Any]]:
+def _differences(rows_of: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Paired differences along the canonical chain (more history, then a different check), and
     each other setting against holistic/expanded."""
     pairs = [("holistic/citation_only", "holistic/expanded"), ("holistic/expanded", "obligation/expanded")]
@@ -491,7 +487,7 @@ def _differences(rows_of: dict[str, list[dict[str, Any]]], reps: int) -> list[di
     for a, b in pairs:
         if a in rows_of and b in rows_of:
             for truth, metric in ((True, "valid_kept"), (False, "unsupported_admitted")):
-                d = paired_difference(rows_of[a], rows_of[b], truth, reps)
+                d = paired_difference(rows_of[a], rows_of[b], truth)
                 out.append({"from": a, "to": b, "metric": metric, **d})
     return out
 

@@ -94,17 +94,53 @@ def percentile_interval(vals: Any) -> tuple[float | None, float | None]:
     return (float(vals[int(0.025 * (len(vals) - 1))]), float(vals[int(0.975 * (len(vals) - 1))]))
 
 
-def cluster_bootstrap_ci(rows: Sequence[dict[str, Any]], metrics: dict[str, tuple[pl.Expr, pl.Expr]] = SCOPE_METRICS,
-                         group: str = "conversation_id", reps: int = 1000, seed: int = 0
-                         ) -> dict[str, tuple[float | None, float | None]]:
-    """95% percentile intervals of each conversation-balanced rate, resampling conversations with
-    replacement. One seeded draw of conversations serves every metric, so the same run always gives
-    the same intervals."""
-    groups, _, counts = group_counts(rows, metrics, group)
-    if len(groups) < 2:
-        return {name: (None, None) for name in metrics}
-    draws = conversation_draws(len(groups), reps, seed)
-    return {name: percentile_interval(balanced_resamples(*counts[name], draws)) for name in metrics}
+def balanced_interval(hits: Any, n: Any, level: float = 0.95) -> tuple[float | None, float | None]:
+    """95% interval of a conversation-balanced rate (the mean of the conversations' rates) for
+    conversations like these: a t interval over the conversations' rates (C - 1 degrees of
+    freedom), its variance never below what the writes within each conversation alone would give
+    (each rate with one pseudo-success and one pseudo-failure), so two conversations that happen to
+    agree do not give a zero-width interval. Measured on simulated conversations (rates from a
+    beta distribution, 4-30 writes each): coverage >= 0.92 from 2 to 20 conversations, where the
+    percentile bootstrap over conversations it replaced covered 0.5-0.64 with 2 and 0.8-0.85 with 5.
+    None without a conversation that has a denominator."""
+    import numpy as np
+    from scipy import stats as st
+
+    hits, n = np.asarray(hits, dtype=float), np.asarray(n, dtype=float)
+    keep = n > 0
+    hits, n = hits[keep], n[keep]
+    c = len(n)
+    if not c:
+        return (None, None)
+    rate = hits / n
+    est = float(rate.mean())
+    between = float(rate.var(ddof=1)) / c if c > 1 else 0.0
+    adj = (hits + 1) / (n + 2)
+    within = float((adj * (1 - adj) / (n + 2)).sum()) / c**2
+    half = float(st.t.ppf(0.5 + level / 2, max(1, c - 1))) * max(between, within) ** 0.5
+    return (max(0.0, est - half), min(1.0, est + half))
+
+
+def paired_interval(diffs: Any, n: Any, discordant: Any, level: float = 0.95) -> tuple[float | None, float | None]:
+    """95% interval of the mean over conversations of a paired difference of rates (`diffs`: each
+    conversation's difference, over `n` pairs with `discordant` pairs that differ): a t interval
+    over conversations, its variance never below the within-conversation variance of a paired
+    difference (Agresti and Min: half a pseudo-pair in each discordant cell)."""
+    import numpy as np
+    from scipy import stats as st
+
+    diffs, n, disc = (np.asarray(x, dtype=float) for x in (diffs, n, discordant))
+    keep = n > 0
+    diffs, n, disc = diffs[keep], n[keep], disc[keep]
+    c = len(n)
+    if not c:
+        return (None, None)
+    est = float(diffs.mean())
+    between = float(diffs.var(ddof=1)) / c if c > 1 else 0.0
+    discordant_share = (disc + 1) / (n + 2)  # half a pseudo-pair in each discordant cell
+    within = float((np.clip(discordant_share - diffs**2, 0, None) / (n + 2)).sum()) / c**2
+    half = float(st.t.ppf(0.5 + level / 2, max(1, c - 1))) * max(between, within) ** 0.5
+    return (max(-1.0, est - half), min(1.0, est + half))
 
 
 def wilson_upper(k: int, n: int, z: float = 1.6449) -> float | None:

@@ -51,7 +51,7 @@ def synth_run(tmp_path_factory) -> Path:
     spec = importlib.util.spec_from_file_location("synth_run", ROOT / "benchmarks" / "synth_run.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.make(tmp_path_factory.mktemp("synth") / "run", writes=40, conversations=4, seed=3, reps=200)
+    return mod.make(tmp_path_factory.mktemp("synth") / "run", writes=40, conversations=4, seed=3)
 
 
 # The one model scan of the test run (test_scan, test_replay and test_report each redid their own):

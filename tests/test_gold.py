@@ -95,7 +95,7 @@ def _gold_run(src, dst):
 
 def test_every_format_shows_gold_and_gates_read_it(synth_run, tmp_path):
     run, labels = _gold_run(synth_run, tmp_path / "run")
-    doc = report.build(run, reps=200)
+    doc = report.build(run)
     doc["gates"] = []
     report.validate(doc)
     g = doc["gold"]
@@ -121,7 +121,7 @@ def test_every_format_shows_gold_and_gates_read_it(synth_run, tmp_path):
 
 
 def test_a_run_without_gold_shows_no_gold_section(synth_run):
-    doc = report.build(synth_run, reps=200)
+    doc = report.build(synth_run)
     assert doc["gold"] is None
     assert "Labels against gold" not in report.render(doc, "md").decode()
     assert "Labels against gold" not in report.render(doc, "html").decode()

@@ -26,7 +26,7 @@ def _hostile_copy(src, dst):
 
 def test_page_has_csp_plots_and_no_raw_memory_text(synth_run, tmp_path):
     run = _hostile_copy(synth_run, tmp_path / "run")
-    doc = report.build(run, reps=200)
+    doc = report.build(run)
     html = report.render(doc, "html").decode()
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
     assert html.count("<svg") >= 3  # distributions, ROC, per-conversation

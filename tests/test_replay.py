@@ -267,7 +267,7 @@ def test_every_setting_is_scored_against_the_expanded_reference(tmp_path):
 
     run = _crafted_run(tmp_path / "run", W)
     be = ScriptedVerifier({f"record w{i}.": s for i, s in enumerate([0, 2.0, 3.0, -1.0, -2.0, -3.0, 1.0])})
-    rep = replay(run, be, [("holistic", "citation_only"), ("holistic", "expanded")], point="argmax", reps=50)
+    rep = replay(run, be, [("holistic", "citation_only"), ("holistic", "expanded")], point="argmax")
     assert rep["reference"]["view"] == "expanded" and rep["reference"]["labels"] == "model"
     rows = read_jsonl(run / "replay_scores.jsonl")
     truth = {(r["setting"], r["write_id"]): r["truth"] for r in rows}
@@ -302,7 +302,7 @@ def test_auto_picks_one_operating_point_for_all_settings_of_a_verifier(tmp_path)
             return out
 
     be = ByView({f"record w{i}.": s for i, s in enumerate([0, 6.0, 6.0, -6.0, -6.0, 6.0, -6.0])})
-    rep = replay(run, be, [("holistic", "citation_only"), ("holistic", "expanded")], point="auto", reps=50)
+    rep = replay(run, be, [("holistic", "citation_only"), ("holistic", "expanded")], point="auto")
     assert rep["operating_point_used"] == "argmax"
     assert {m["operating_point"] for m in rep["settings"].values()} == {"argmax"}
 
@@ -319,7 +319,7 @@ def test_noise_probe_adds_only_obligations_supported_by_the_memorys_own_evidence
                       "A": {"e_subset": [1]}, "adjudicator": None})
     run = _crafted_run(tmp_path / "run", writes, prims)
     be = ScriptedVerifier({f"record n{i}.": 5.0 for i in range(6)})
-    rep = replay(run, be, [("obligation", "expanded")], point="argmax", noise=[0, 2], reps=50)
+    rep = replay(run, be, [("obligation", "expanded")], point="argmax", noise=[0, 2])
     nz = rep["noise"]
     # n0 sees x1..x3: the obligations of n1 (x1), n2 (x2), n3 (x3) and n5 (x1) are supported by its
     # evidence, n4's (x9) is not; n1 sees x1: n0 and n5; n5 sees x1 and x9: n0, n1 and n4. n2, n3
@@ -336,7 +336,7 @@ def test_the_answer_key_can_be_gold_or_human(tmp_path):
     gold = {"w1": "provenance-repaired", "w2": "unsupported", "w3": "citation-supported", "w4": "ambiguous"}
     run = _crafted_run(tmp_path / "run", [{**w, "gold": gold.get(w["id"])} for w in W])
     be = ScriptedVerifier({f"record w{i}.": s for i, s in enumerate([0, 2.0, 3.0, -1.0, -2.0, -3.0, 1.0])})
-    rep = replay(run, be, [("holistic", "expanded")], point="argmax", reps=50, reference="gold")
+    rep = replay(run, be, [("holistic", "expanded")], point="argmax", reference="gold")
     assert rep["reference"]["labels"] == "gold"
     truth = {r["write_id"]: (r["truth"], r["excluded"]) for r in read_jsonl(run / "replay_scores.jsonl")}
     assert truth == {"w1": (True, None), "w2": (False, None), "w3": (True, None), "w4": (None, "ambiguous"),
@@ -350,7 +350,7 @@ def test_the_answer_key_can_be_gold_or_human(tmp_path):
               "view": "expanded", "passages": w["turns"], "label": "supported", "A": {"e_subset": [1]},
               "adjudicator": None} for w in W]
     runs.write_rows(run, runs.PRIMITIVES, prims)
-    rep = replay(run, be, [("holistic", "expanded")], point="argmax", reps=50, reference="human")
+    rep = replay(run, be, [("holistic", "expanded")], point="argmax", reference="human")
     truth = {r["write_id"]: (r["truth"], r["excluded"]) for r in read_jsonl(run / "replay_scores.jsonl")}
     assert truth["w3"] == (True, None) and truth["w1"] == (None, "not reviewed")
     assert rep["settings"]["holistic/expanded"]["excluded"]["not reviewed"] == 5

@@ -69,7 +69,7 @@ def test_controls_never_reach_report_formats_export_or_svg(synth_run, tmp_path):
     labels[0]["expanded"]["label"] = labels[0]["expanded_label"] = "unsupported"
     labels[0]["unresolved"] = False
     runs.write_rows(run, runs.LABELS, labels)
-    doc = report.build(run, reps=100)
+    doc = report.build(run)
     for fmt in ("md", "csv", "junit", "html"):  # JSON keeps the data exact (its own escapes for C0)
         text = report.render(doc, fmt).decode()
         assert not _raw_controls(text), fmt

@@ -44,7 +44,7 @@ def replayed(tmp_path_factory) -> Path:
     log = load_log(ROOT / "fixtures" / "memories.jsonl")
     scan(log, run, (Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")),
          cfg=ScanConfig(calibrate=False, use_cache=False))
-    replay(run, be, [("obligation", "expanded"), ("holistic", "citation_only")], point="crossfit", reps=50)
+    replay(run, be, [("obligation", "expanded"), ("holistic", "citation_only")], point="crossfit")
     return run
 
 

@@ -1,11 +1,19 @@
-"""Conversation-balanced and write-weighted rates and the cluster bootstrap, checked by hand."""
+"""Conversation-balanced and write-weighted rates and their intervals, checked by hand."""
 
 import math
 
 import numpy as np
 import pytest
+from scipy import stats as st
 
-from derivaudit.stats import balanced_resamples, cluster_bootstrap_ci, cohen_kappa, percentile_interval, rates
+from derivaudit.stats import (
+    balanced_interval,
+    balanced_resamples,
+    cohen_kappa,
+    paired_interval,
+    percentile_interval,
+    rates,
+)
 
 
 def _row(conv, cit, exp, limited=False, multi=False):
@@ -41,13 +49,35 @@ def test_no_rows_gives_none():
                                                "n_writes": 0, "n_conversations": 0}
 
 
-def test_bootstrap_is_seeded_and_needs_two_conversations():
-    a = cluster_bootstrap_ci(ROWS, reps=200, seed=1)
-    assert a == cluster_bootstrap_ci(ROWS, reps=200, seed=1)
-    lo, hi = a["expanded_supported"]
-    assert 0.5 <= lo <= hi <= 0.5  # both conversations have rate 0.5: every resample says 0.5
-    one = cluster_bootstrap_ci([r for r in ROWS if r["conversation_id"] == "a"])
-    assert one["expanded_supported"] == (None, None)
+def test_two_conversations_that_agree_do_not_give_a_zero_width_interval():
+    # both conversations at 2 of 4: the between-conversation variance is 0, the within one is not
+    lo, hi = balanced_interval([2, 2], [4, 4])
+    adj = 3 / 6
+    within = 2 * adj * (1 - adj) / 6 / 4
+    half = st.t.ppf(0.975, 1) * within**0.5
+    assert (lo, hi) == (pytest.approx(max(0.0, 0.5 - half)), pytest.approx(min(1.0, 0.5 + half)))
+    assert hi - lo > 0.5
+
+
+def test_balanced_interval_by_hand():
+    hits, n = [1, 3, 5, 0], [10, 10, 10, 5]
+    rate = np.array([0.1, 0.3, 0.5, 0.0])
+    between = rate.var(ddof=1) / 4
+    lo, hi = balanced_interval(hits, n)
+    half = st.t.ppf(0.975, 3) * between**0.5
+    assert lo == pytest.approx(max(0.0, rate.mean() - half)) and hi == pytest.approx(rate.mean() + half)
+    assert balanced_interval([0, 1], [0, 0]) == (None, None)
+    one = balanced_interval([3], [10])
+    assert one[0] < 0.3 < one[1]
+
+
+def test_paired_interval_by_hand():
+    # two conversations: differences +0.2 (10 pairs, 2 discordant) and +0.4 (5 pairs, 2 discordant)
+    lo, hi = paired_interval([0.2, 0.4], [10, 5], [2, 2])
+    between = np.var([0.2, 0.4], ddof=1) / 2
+    within = (((3 / 12) - 0.04) / 12 + ((3 / 7) - 0.16) / 7) / 4
+    half = st.t.ppf(0.975, 1) * max(between, within) ** 0.5
+    assert lo == pytest.approx(max(-1.0, 0.3 - half)) and hi == pytest.approx(min(1.0, 0.3 + half))
 
 
 def test_resamples_skip_groups_without_a_denominator():

@@ -34,9 +34,6 @@ def report(
                        "exit 1 when it holds. Repeatable. With --baseline it reads the change.")] = None,
     baseline: Annotated[Path | None, typer.Option("--baseline", help="Another run folder to compare against.")]
     = None,
-    reps: Annotated[int, typer.Option("--reps", min=100, help="Bootstrap resamples of conversations (lifecycle "
-                                      "and replay intervals).")] = 1000,
-    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed (fixed: same run, same intervals).")] = 0,
     min_confidence: Annotated[float | None, typer.Option(
         "--min-confidence", min=0.0, max=1.0, help="List only the writes whose label is at least this confident "
         "(JSON's trust.writes, the flagged writes); rates still count every write.")] = None,
@@ -46,9 +43,9 @@ def report(
     from ..report.table import print_report
 
     try:
-        doc = rep.build(run, reps=reps, seed=seed, min_confidence=min_confidence)
+        doc = rep.build(run, min_confidence=min_confidence)
         if baseline is not None:
-            rep.compare(doc, rep.build(baseline, reps=reps, seed=seed))
+            rep.compare(doc, rep.build(baseline))
         gates = rep.evaluate_gates(doc, fail_if or [])
     except rep.ReportError as e:
         _bad(str(e))

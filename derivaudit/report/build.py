@@ -68,8 +68,7 @@ ReportError = RunError  # bad input or usage: exit code 2
 # ---------------------------------------------------------------- building
 
 
-def build(run: str | Path, *, reps: int = 1000, seed: int = 0, min_confidence: float | None = None
-          ) -> dict[str, Any]:
+def build(run: str | Path, *, min_confidence: float | None = None) -> dict[str, Any]:
     """The report of one run folder (scan required, replay optional). `min_confidence`: list only
     the writes whose label is at least this confident (rates always count every write)."""
     run = Path(run)
@@ -109,10 +108,9 @@ def build(run: str | Path, *, reps: int = 1000, seed: int = 0, min_confidence: f
                                       for k, v in (replay or {}).get("settings", {}).items()}},
         "skipped_records": meta.get("skipped_records", []),
         "replay": replay,
-        "lifecycle": summarize_lifecycle(runs.read_rows_if(run, runs.LIFECYCLE), reps=reps, seed=seed),
+        "lifecycle": summarize_lifecycle(runs.read_rows_if(run, runs.LIFECYCLE)),
         "trust": trust,
         "interval": {"level": 0.95, "method": INTERVAL_METHOD},
-        "bootstrap": {"reps": reps, "seed": seed, "unit": "conversation", "interval": 0.95},
     }
     report["metrics"] = flat_metrics(report)
     return report

@@ -25,7 +25,7 @@ LISTED = ("case_id", "kind", "conversation_id", "target", "target_text", "new_te
           "deciding_turns")
 
 
-def summarize(rows: Sequence[dict[str, Any]], reps: int = 1000, seed: int = 0) -> dict[str, Any] | None:
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """Rates per operation kind over the operations the conversation answered for (conversation-
     balanced with a conversation bootstrap interval, write-weighted beside it); operations the store
     marks as made outside the conversation (origin api/ui) are counted apart; every unjustified
