@@ -15,6 +15,7 @@ Usage (scan the gold sets first; the result cache makes a second scan free):
 
     python benchmarks/bench_labels.py --set fixtures --out runs/gold      # then --set final, --set locomo
     python benchmarks/bench_ppi.py runs/gold/fixtures-* runs/gold/final-*  [--draws 2000] [--synthetic]
+    python benchmarks/bench_ppi.py --conversations        # the replay's interval across conversations
 
 No model is run: seconds.
 """
@@ -147,6 +148,52 @@ def synthetic(draws: int) -> list[dict]:
     return out
 
 
+def across_conversations(draws: int) -> list[dict]:
+    """The replay's interval (stats.balanced_interval) against the percentile bootstrap over
+    conversations it replaced, on simulated conversations: each conversation's rate from a beta
+    distribution of mean mu, 4-30 writes each; coverage of mu."""
+    from derivaudit.stats import balanced_interval, balanced_resamples, conversation_draws, percentile_interval
+
+    rng = np.random.default_rng(11)
+    out = []
+    for convs in (2, 3, 5, 10, 20):
+        for mu, kappa in ((0.2, 5), (0.5, 5), (0.1, 20), (0.05, 50)):
+            hit = {"t": 0, "boot": 0}
+            width = {"t": [], "boot": []}
+            for k in range(draws):
+                p = rng.beta(mu * kappa, (1 - mu) * kappa, convs)
+                n = rng.integers(4, 31, convs)
+                h = rng.binomial(n, p).astype(float)
+                for kind, (lo, hi) in (("t", balanced_interval(h, n)), ("boot", percentile_interval(
+                        balanced_resamples(h, n.astype(float), conversation_draws(convs, 400, k))))):
+                    if lo is None:
+                        continue
+                    hit[kind] += lo <= mu <= hi
+                    width[kind].append(hi - lo)
+            out.append({"conversations": convs, "mu": mu, "kappa": kappa,
+                        **{f"{k}_coverage": hit[k] / max(1, len(width[k])) for k in hit},
+                        **{f"{k}_width": float(np.mean(width[k])) if width[k] else None for k in hit}})
+    return out
+
+
+def gold_rows(log: Path) -> list[dict]:
+    """labels.jsonl-like rows from a log's writes, the labels read off meta.gold (category -> the two
+    view labels that give it)."""
+    import orjson
+
+    views = {"citation-supported": ("supported", "supported"), "provenance-repaired": ("unsupported", "supported"),
+             "unsupported": ("unsupported", "unsupported"), "contradicted": ("contradicted", "contradicted")}
+    out = []
+    for line in log.read_bytes().splitlines():
+        w = orjson.loads(line) if line.strip() else {}
+        g = (w.get("meta") or {}).get("gold")
+        if w.get("type") == "write" and g in views:
+            cit, exp = views[g]
+            out.append({"write_id": w["write_id"], "conversation_id": w["conversation_id"], "citation_label": cit,
+                        "expanded_label": exp, "search_limited": False})
+    return out
+
+
 def pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
@@ -156,6 +203,11 @@ def main() -> None:
     ap.add_argument("runs", nargs="*", type=Path, help="run folders whose writes carry meta.gold")
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--synthetic", action="store_true", help="also simulated stores of 72-500 writes")
+    ap.add_argument("--sample-log", type=Path, action="append", default=[],
+                    help="`scan --sample` coverage on a memory log's writes, their meta.gold standing for the "
+                         "judge's labels (e.g. fixtures/locomo_dev.jsonl: 144 writes, 8 conversations)")
+    ap.add_argument("--conversations", action="store_true",
+                    help="also the replay's interval for conversations like these, on simulated conversations")
     args = ap.parse_args()
     for run in args.runs:
         labels = [r for r in runs.read_rows(run, runs.LABELS) if r["citation_label"] and r["expanded_label"]]
@@ -188,6 +240,17 @@ def main() -> None:
         for r in sample_coverage(rows, args.draws):
             print(f"| {r['metric']} | {pct(r['judge_all'])} | {r['sample']} of {r['of']} | {pct(r['coverage'])} | "
                   f"{pct(r['width'])} |")
+    for log in args.sample_log:
+        rows = gold_rows(log)
+        convs = len({r["conversation_id"] for r in rows})
+        print(f"\n## `scan --sample` on {log.name}: {len(rows)} writes, {convs} conversations (meta.gold as the "
+              f"labels), {args.draws} samples each\n")
+        print("| metric | all writes | sample | interval covers it | mean width |")
+        print("|---|---:|---:|---:|---:|")
+        for fraction in (1 / 6, 1 / 3):
+            for r in sample_coverage(rows, args.draws, fraction):
+                print(f"| {r['metric']} | {pct(r['judge_all'])} | {r['sample']} of {r['of']} | {pct(r['coverage'])} | "
+                      f"{pct(r['width'])} |")
     if args.synthetic:
         print(f"\n## Simulated stores (unsupported rate), {args.draws} draws per n\n")
         print("| store | n | PPI coverage | PPI width | tuned coverage | tuned width | classical coverage | "
@@ -197,6 +260,14 @@ def main() -> None:
             print(f"| {r['store']} | {r['n']} | {pct(r['ppi_coverage'])} | {pct(r['ppi_width'])} | "
                   f"{pct(r['tuned_coverage'])} | {pct(r['tuned_width'])} | "
                   f"{pct(r['classical_coverage'])} | {pct(r['classical_width'])} | {pct(r['iid_coverage'])} |")
+    if args.conversations:
+        print(f"\n## The replay's interval across conversations, {args.draws} draws each\n")
+        print("| conversations | mean rate | beta concentration | t interval coverage | width | "
+              "percentile bootstrap coverage | width |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for r in across_conversations(args.draws):
+            print(f"| {r['conversations']} | {r['mu']} | {r['kappa']} | {pct(r['t_coverage'])} | {pct(r['t_width'])} | "
+                  f"{pct(r['boot_coverage'])} | {pct(r['boot_width'])} |")
 
 
 if __name__ == "__main__":

@@ -366,6 +366,10 @@ def test_scan_writes_the_lifecycle_stage_and_the_report_gates_on_it(tmp_path):
     rep = build(run)
     assert rep["lifecycle"]["gold"]["n"] == 5
     assert rep["metrics"]["lifecycle.unjustified_deletion"] == 1 / 3
+    # operations with meta.gold correct the lifecycle rates, with an interval
+    c = rep["lifecycle"]["rates"]["unjustified_deletion"]["corrected"]
+    assert c["labels"] > 0 and c["low"] <= c["corrected"] <= c["high"]
+    assert rep["metrics"]["lifecycle.unjustified_deletion.upper"] == c["high"]
     # a rerun redoes nothing: the stage file is kept as it is
     before = (run / "lifecycle.jsonl").read_bytes()
     scan(log, run, anns, cfg=ScanConfig(calibrate=False))

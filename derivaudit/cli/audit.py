@@ -202,6 +202,11 @@ def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
         print_json(report)
     else:
         print_scope(out, report)
+        if cfg.until == "labels":  # the judge's rates corrected, or a line saying they are not
+            from ..report import build as build_report
+            from ..report.table import print_trust
+
+            print_trust(out, build_report(run))
         print_rubric(out, report.get("rubric"))
         print_lifecycle(out, report.get("lifecycle"))
         judges: dict[str, list[str]] = {}
