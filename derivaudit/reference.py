@@ -27,6 +27,7 @@ from typing import Any
 from . import runs
 from .gold import CATEGORIES
 from .io import atomic_writer
+from .review import ReviewError, raise_problems, read_sheet
 from .safe import cell
 from .sampling import allocate
 from .trust import category_of
@@ -34,13 +35,8 @@ from .trust import category_of
 SAMPLE = "review_writes_sample.json"
 REVIEWS = "review_writes.jsonl"
 COLUMNS = ("review_id", "memory", "cited_passages", "earlier_history", "category", "reviewer_notes")
-MAX_SHEET_BYTES = 64 * 2**20
 LOW = 0.5  # confidence below this is the low band
 ANTICIPATED_SD = {"low": 0.5, "high": 0.35}
-
-
-class ReviewError(ValueError):
-    """A review sheet that cannot be imported or drawn (exit code 2); nothing was written."""
 
 
 def labels_sha(run: Path) -> str:
@@ -173,63 +169,24 @@ def read(run: str | Path, path: str | Path) -> list[dict[str, Any]]:
                           f"(the run was scanned again): its writes' labels are not the ones sampled; draw a new "
                           f"sheet with `derivaudit review sample {run} --budget {doc.get('budget')} -o review.csv`")
     key = {r["review_id"]: r for r in doc["rows"]}
-    try:
-        if path.is_file() and path.stat().st_size > MAX_SHEET_BYTES:
-            raise ReviewError(f"{path}: {path.stat().st_size:,} bytes is more than a review sheet can be "
-                              f"({MAX_SHEET_BYTES:,} at most)")
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_SHEET_BYTES + 1)
-        if len(raw) > MAX_SHEET_BYTES:
-            raise ReviewError(f"{path}: {len(raw):,} bytes is more than a review sheet can be "
-                              f"({MAX_SHEET_BYTES:,} at most)")
-        text = raw.decode("utf-8-sig")
-    except OSError as e:
-        raise ReviewError(f"{path}: cannot read ({e.strerror or e})") from e
-    except UnicodeDecodeError as e:
-        raise ReviewError(f"{path}: not UTF-8 (byte {e.start}); save the sheet as CSV UTF-8") from e
-    lines = text.splitlines(keepends=True)
-    skip = 0
-    while skip < len(lines) and lines[skip].startswith("#"):
-        skip += 1
-    reader = csv.reader(io.StringIO("".join(lines[skip:]), newline=""))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise ReviewError(f"{path}: no header (expected {', '.join(COLUMNS)})") from None
-    missing = [c for c in ("review_id", "category") if c not in header]
-    if missing:
-        raise ReviewError(f"{path}:{skip + 1}: missing column(s) {', '.join(missing)}")
-    col = {c: header.index(c) for c in ("review_id", "category")}
-    problems: list[str] = []
+
+    def foreign(rid: str) -> str | None:
+        other = rid.split("-", 1)[0]
+        if "-" in rid and other != doc["sample_id"]:
+            return f"belongs to another review sheet ({other}), not to this run's sheet {doc['sample_id']}"
+        return None
+
+    filled, problems = read_sheet(path, key, ("review_id", "category"), foreign)
     out: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    line = reader.line_num
-    for cells in reader:
-        start, line = line + 1, reader.line_num
-        if not any(c.strip() for c in cells):
-            continue
-        where = f"{path}:{start + skip}"
-        rid = (cells[col["review_id"]] if col["review_id"] < len(cells) else "").strip()
-        cat = (cells[col["category"]] if col["category"] < len(cells) else "").strip().lower()
-        if rid not in key:
-            other = rid.split("-", 1)[0]
-            why = (f"it belongs to another review sheet ({other}), not to this run's sheet {doc['sample_id']}"
-                   if "-" in rid and other != doc["sample_id"] else "not in this run's review sample")
-            problems.append(f"{where}: column review_id: {rid!r}: {why}")
-            continue
-        if rid in seen:
-            problems.append(f"{where}: column review_id: {rid} already given on line {seen[rid]}")
-            continue
-        seen[rid] = start + skip
+    for where, row in filled:
+        cat = row["category"].strip().lower()
         if not cat:
-            continue
+            continue  # not reviewed
         if cat not in CATEGORIES:
             problems.append(f"{where}: column category: {cat!r} is not one of {', '.join(CATEGORIES)}")
             continue
-        out.append({**key[rid], "category": cat})
-    if problems:
-        more = f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""
-        raise ReviewError("\n".join(problems[:20]) + more)
+        out.append({**key[row["review_id"].strip()], "category": cat})
+    raise_problems(problems)
     if not out:
         raise ReviewError(f"{path}: no row has a category (fill the category column)")
     return out

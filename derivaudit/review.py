@@ -105,6 +105,72 @@ def _answer(value: str, column: str) -> bool | None:
     raise ValueError(f"column {column}: {value.strip()!r} is not yes or no")
 
 
+MAX_SHEET_BYTES = 64 * 2**20  # a review sheet larger than this is refused before it is read
+
+
+def read_sheet(path: str | Path, key: dict[str, Any], columns: tuple[str, ...],
+               foreign: Any = None) -> tuple[list[tuple[str, dict[str, str]]], list[str]]:
+    """The filled rows of a review sheet: (where, {column: text}) for each row whose review id is in
+    `key`, and the problems found (an id not in `key` — `foreign(id)` may say whose it is —, an id
+    given twice). Lines starting with `#` before the header are notes; rows left entirely blank are
+    skipped; a file that cannot be read, is not UTF-8, is too big or lacks a column is a ReviewError."""
+    path = Path(path)
+    try:
+        if path.is_file() and path.stat().st_size > MAX_SHEET_BYTES:
+            raise ReviewError(f"{path}: {path.stat().st_size:,} bytes is more than a review sheet can be "
+                              f"({MAX_SHEET_BYTES:,} at most)")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_SHEET_BYTES + 1)
+        if len(raw) > MAX_SHEET_BYTES:
+            raise ReviewError(f"{path}: more than {MAX_SHEET_BYTES:,} bytes: not a review sheet")
+        text = raw.decode("utf-8-sig")
+    except OSError as e:
+        raise ReviewError(f"{path}: cannot read ({e.strerror or e})") from e
+    except UnicodeDecodeError as e:
+        raise ReviewError(f"{path}: not UTF-8 (byte {e.start}); save the sheet as CSV UTF-8") from e
+    lines = text.splitlines(keepends=True)
+    notes = 0
+    while notes < len(lines) and lines[notes].startswith("#"):
+        notes += 1
+    reader = csv.reader(io.StringIO("".join(lines[notes:]), newline=""))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise ReviewError(f"{path}: empty file (expected the header {', '.join(columns)})") from None
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise ReviewError(f"{path}:{notes + 1}: missing column(s) {', '.join(missing)}")
+    col = {c: header.index(c) for c in columns}
+    problems: list[str] = []
+    out: list[tuple[str, dict[str, str]]] = []
+    seen: dict[str, int] = {}
+    line = reader.line_num
+    for cells in reader:
+        start, line = notes + line + 1, reader.line_num
+        if not any(c.strip() for c in cells):
+            continue
+        where = f"{path}:{start}"
+        row = {c: (cells[i] if i < len(cells) else "") for c, i in col.items()}
+        rid = row["review_id"].strip()
+        if rid not in key:
+            whose = foreign(rid) if foreign else None
+            problems.append(f"{where}: column review_id: {rid!r} " + (whose or "is not in this run's review sample"))
+            continue
+        if rid in seen:
+            problems.append(f"{where}: column review_id: {rid} already given on line {seen[rid]}")
+            continue
+        seen[rid] = start
+        out.append((where, row))
+    return out, problems
+
+
+def raise_problems(problems: list[str]) -> None:
+    """All of a sheet's problems at once (the first 20), as one ReviewError."""
+    if problems:
+        more = f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""
+        raise ReviewError("\n".join(problems[:20]) + more)
+
+
 def read_review(run: str | Path, path: str | Path) -> list[dict[str, Any]]:
     """Validate a filled review sheet against the run's sample; every problem is collected and
     raised together as one ReviewError (file, line, column). Rows left entirely blank are not
@@ -115,45 +181,11 @@ def read_review(run: str | Path, path: str | Path) -> list[dict[str, Any]]:
         raise ReviewError(f"{runs.path(run, runs.REVIEW_SAMPLE)} is missing: run `derivaudit review sample "
                           f"{run} -o review.csv` first")
     key = {r["review_id"]: r for r in runs.read_json(run, runs.REVIEW_SAMPLE)["rows"]}
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except OSError as e:
-        raise ReviewError(f"{path}: cannot read ({e.strerror or e})") from e
-    except UnicodeDecodeError as e:
-        raise ReviewError(f"{path}: not UTF-8 (byte {e.start}); save the sheet as CSV UTF-8") from e
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise ReviewError(f"{path}: empty file (expected the header {', '.join(COLUMNS)})") from None
-    header = [h.strip() for h in header]
-    missing = [c for c in ("review_id", *HUMAN) if c not in header]
-    if missing:
-        raise ReviewError(f"{path}:1: missing column(s) {', '.join(missing)}")
-    col = {c: header.index(c) for c in ("review_id", *HUMAN)}
-    problems: list[str] = []
+    filled, problems = read_sheet(path, key, ("review_id", *HUMAN))
     out: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    line = reader.line_num
-    for cells in reader:
-        start, line = line + 1, reader.line_num
-        if not any(c.strip() for c in cells):
-            continue
-
-        def cell(name: str, cells: list[str] = cells) -> str:
-            i = col[name]
-            return cells[i] if i < len(cells) else ""
-
-        where = f"{path}:{start}"
-        rid = cell("review_id").strip()
-        if rid not in key:
-            problems.append(f"{where}: column review_id: {rid!r} is not in this run's review sample")
-            continue
-        if rid in seen:
-            problems.append(f"{where}: column review_id: {rid} already given on line {seen[rid]}")
-            continue
-        seen[rid] = start
-        values = {h: cell(h).strip() for h in HUMAN}
+    for where, row in filled:
+        rid = row["review_id"].strip()
+        values = {h: row[h].strip() for h in HUMAN}
         if not any(values.values()):
             continue  # not reviewed
         blank = [h for h in HUMAN[:3] if not values[h]]
@@ -176,9 +208,7 @@ def read_review(run: str | Path, path: str | Path) -> list[dict[str, Any]]:
                             f"{derived} (leave it blank to derive it)")
             continue
         out.append({**key[rid], "d": d, "e": e, "r": r, "label": derived})
-    if problems:
-        more = f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""
-        raise ReviewError("\n".join(problems[:20]) + more)
+    raise_problems(problems)
     if not out:
         raise ReviewError(f"{path}: no row has a reviewer's answer (fill human_D, human_E, human_R)")
     return out

@@ -262,26 +262,26 @@ def print_lifecycle(out: Console, life: dict[str, Any] | None, top: int = 10) ->
         out.print(f"  ... and {len(rows) - top} more (--format json for all)")
 
 
+def _table(title: str, head: list[str], rows: list[list[str]]) -> Table:
+    """A titled table: the first column left-aligned, the rest right-aligned."""
+    t = Table(title=title, title_justify="left")
+    for i, col in enumerate(head):
+        t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
 def print_trust(out: Console, report: dict[str, Any]) -> None:
     """The corrected rates (or the line saying they are uncorrected) and accuracy at coverage."""
     head, rows, notes = trust_rows(report, dash="–")
     if rows:
-        t = Table(title="Corrected rates (the store's, 95% interval)", title_justify="left")
-        for i, col in enumerate(head):
-            t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
-        for r in rows:
-            t.add_row(*r)
-        out.print(t)
+        out.print(_table("Corrected rates (the store's, 95% interval)", head, rows))
     for n in notes:
         out.print(escape(n))
     head, rows = coverage_rows(report)
     if rows:
-        t = Table(title="Accuracy at coverage (most confident writes first)", title_justify="left")
-        for i, col in enumerate(head):
-            t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
-        for r in rows:
-            t.add_row(*r)
-        out.print(t)
+        out.print(_table("Accuracy at coverage (most confident writes first)", head, rows))
 
 
 def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
