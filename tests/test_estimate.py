@@ -37,10 +37,11 @@ def test_difference_estimator_by_hand():
     wts = np.array([1, 1, 1, 1, 1, 1, 2])
     m = (vals * wts).sum() / wts.sum()
     var = (wts * (vals - m) ** 2).sum() / (wts.sum() - 1)
-    se = np.sqrt(8**2 * (1 - 4 / 8) * var * w**2 / wts.sum())
+    se = np.sqrt(8**2 * (1 - 4 / 8) * var * w**2 / 4)  # divided by the 4 real labels, not the pseudo ones
     half = stats.t.ppf(0.975, 3) * se
     assert est.low == pytest.approx(max(0.0, est.value - half))
-    assert est.high == pytest.approx(est.value + half)
+    assert est.high == pytest.approx(min(1.0, est.value + half))
+    assert 0 < est.low < est.value < est.high
     assert est.labels == 4 and est.audited == 8
 
 
