@@ -18,31 +18,29 @@ def _design(conv: list[str], labelled: list[bool], strata: list[str] | None = No
 
 
 def test_difference_estimator_by_hand():
-    # two conversations of 4 writes; the judge says unsupported on 3 of them, gold on 4 writes
-    conv = ["a"] * 4 + ["b"] * 4
-    f = np.array([1, 0, 0, 0, 1, 1, 0, 0], dtype=float)
-    y = np.array([1, 1, 0, 0, 0, 1, 0, 0], dtype=float)
-    lab = [True, True, False, False, True, True, False, False]
-    ones = np.ones(8)
-    est = estimate(f, ones, y, ones, _design(conv, lab))
-    # judge's balanced rate: (1/4 + 2/4) / 2; rectifier: N/n * sum over labelled of w (y - f)
-    w = 1 / 8
-    judge = (0.25 + 0.5) / 2
-    rect = 8 / 4 * w * ((1 - 1) + (1 - 0) + (0 - 1) + (1 - 1))
+    # two conversations of 10 writes; the judge's unsupported calls, and gold on 12 of the writes
+    conv = ["a"] * 10 + ["b"] * 10
+    f = np.array([1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0], dtype=float)
+    y = np.array([1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0], dtype=float)
+    lab = [True] * 6 + [False] * 4 + [True] * 6 + [False] * 4
+    ones = np.ones(20)
+    # lam=1: the plain difference estimator
+    est = estimate(f, ones, y, ones, _design(conv, lab), lam=1.0)
+    w = 1 / 20  # conversation-balanced: 1 / (2 conversations x 10 writes)
+    judge = (2 / 10 + 2 / 10) / 2
+    d = 20 * w * (y - f)[np.array(lab)]  # the labelled writes' errors, scaled to the store
     assert est.judge == pytest.approx(judge)
-    assert est.value == pytest.approx(judge + rect)
-    # variance: the labelled N*w*(y - f) = (0, 1, -1, 0) with pseudo-observations +1, -1 (weight 1 each)
-    # and 0 (weight 2), ddof 1; finite-population correction 1 - 4/8; t with 3 degrees of freedom
-    vals = np.array([0, 1, -1, 0, 1, -1, 0])
-    wts = np.array([1, 1, 1, 1, 1, 1, 2])
+    assert est.value == pytest.approx(judge + d.mean())
+    # the variance: the errors with pseudo-observations +1, -1 (one each) and 0 (two), ddof 1, over the
+    # 12 real labels, with the finite-population correction 1 - 12/20 and a t quantile with 11 df
+    vals = np.concatenate([d, [1.0, -1.0, 0.0]])
+    wts = np.concatenate([np.ones(12), [1.0, 1.0, 2.0]])
     m = (vals * wts).sum() / wts.sum()
     var = (wts * (vals - m) ** 2).sum() / (wts.sum() - 1)
-    se = np.sqrt(8**2 * (1 - 4 / 8) * var * w**2 / 4)  # divided by the 4 real labels, not the pseudo ones
-    half = stats.t.ppf(0.975, 3) * se
-    assert est.low == pytest.approx(max(0.0, est.value - half))
-    assert est.high == pytest.approx(min(1.0, est.value + half))
-    assert 0 < est.low < est.value < est.high
-    assert est.labels == 4 and est.audited == 8
+    half = stats.t.ppf(0.975, 11) * np.sqrt((1 - 12 / 20) * var / 12)
+    assert est.low == pytest.approx(est.value - half) and est.high == pytest.approx(est.value + half)
+    assert 0 < est.low < est.value < est.high < 1
+    assert est.labels == 12 and est.audited == 20
 
 
 def test_every_write_labelled_is_exact():
