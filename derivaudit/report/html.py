@@ -188,12 +188,12 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
     life = report.get("lifecycle")
     life_html = ""
     if life:
-        from .lifecycle import rate_rows, unjustified_rows
+        from .lifecycle import RATE_COLUMNS, rate_rows, unjustified_rows
 
         life_html = (f"<h2>Lifecycle</h2><p class=note>{life['operations']} deletions, invalidations and updates "
                      "judged against the turns after their target's write; "
                      f"{life['outside_conversation']} made outside the conversation, counted apart.</p>"
-                     + _table(["metric", "balanced", "95% CI", "weighted", "n"], rate_rows(life), "lifecycle")
+                     + _table(RATE_COLUMNS, rate_rows(life), "lifecycle")
                      + (_table(["operation", "kind", "target", "why", "deciding turns"], unjustified_rows(life),
                                "lifecycle-unjustified") if life.get("unjustified") else ""))
     body = f"""

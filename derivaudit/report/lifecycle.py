@@ -114,13 +114,19 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.1%}"
 
 
+RATE_COLUMNS = ["metric", "judge (balanced)", "corrected", "95% CI", "labels", "weighted", "n"]
+
+
 def rate_rows(doc: dict[str, Any]) -> list[list[str]]:
-    """metric, balanced, 95% CI, weighted, n: the kinds the run has (for the terminal and HTML)."""
+    """RATE_COLUMNS for the kinds the run has: the judge's rate, the rate corrected by operations'
+    meta.gold with its interval and the labels used (– without), the write-weighted rate, n."""
     out = []
     for k, v in doc["rates"].items():
         if v["n_writes"]:
             lo, hi = v.get("balanced_ci") or (None, None)
-            out.append([k, _pct(v["balanced"]), "–" if lo is None else f"{lo:.1%}–{hi:.1%}", _pct(v["weighted"]),
+            c = v.get("corrected") or {}
+            out.append([k, _pct(v["balanced"]), _pct(c.get("corrected")),
+                        "–" if lo is None else f"{lo:.1%}–{hi:.1%}", str(c.get("labels", "–")), _pct(v["weighted"]),
                         str(v["n_writes"])])
     return out
 

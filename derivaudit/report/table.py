@@ -239,13 +239,13 @@ def print_replay(out: Console, report: dict[str, Any]) -> None:
 def print_lifecycle(out: Console, life: dict[str, Any] | None, top: int = 10) -> None:
     if not life:
         return
-    from .lifecycle import rate_rows, unjustified_rows
+    from .lifecycle import RATE_COLUMNS, rate_rows, unjustified_rows
 
     t = Table(title=f"Lifecycle: {life['operations']} operations judged against the turns after their target "
                     f"({life['outside_conversation']} made outside the conversation, counted apart)",
               title_justify="left")
     t.add_column("metric", no_wrap=True)
-    for col in ("balanced", "95% CI", "weighted", "n"):
+    for col in RATE_COLUMNS[1:]:
         t.add_column(col, justify="right", no_wrap=True)
     for row in rate_rows(life):
         t.add_row(*row)

@@ -15,6 +15,7 @@ from ..gold import CATEGORIES, PREDICTED
 from ..gold import flat as gold_flat
 from ..safe import cell, visible
 from .build import _num, answer_key, flagged
+from .lifecycle import RATE_COLUMNS, rate_rows
 
 
 def metric_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -161,12 +162,12 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
     lines += ["", "### Corrected rates", ""] + [md_escape(n) for n in notes]
     if rows:
         lines += ["", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
-        lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]  # names and numbers only
     head, rows = coverage_rows(report)
     if rows:
         lines += ["", "### Accuracy at coverage (most confident writes first, against the reference labels)", "",
                   "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
-        lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]  # names and numbers only
     g = report.get("gold")
     if g:
         lines += ["", "### Labels against gold (`meta.gold`)", "", "| metric | value |", "|---|---:|"]
@@ -224,12 +225,9 @@ def lifecycle_markdown(life: dict[str, Any] | None, top: int = 10) -> list[str]:
     if not life:
         return []
     lines = ["", f"### Lifecycle ({life['operations']} operations; {life['outside_conversation']} made outside "
-             "the conversation, counted apart)", "", "| metric | balanced | 95% CI | weighted | n |",
-             "|---|---:|---|---:|---:|"]
-    for k, v in life["rates"].items():
-        if v["n_writes"]:
-            lines.append(f"| {k} | {pct(v['balanced'])} | {_ci(v.get('balanced_ci'))} | {pct(v['weighted'])} | "
-                         f"{v['n_writes']} |")
+             "the conversation, counted apart)", "", "| " + " | ".join(RATE_COLUMNS) + " |",
+             "|---" + "|---:" * (len(RATE_COLUMNS) - 1) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rate_rows(life)]  # names and numbers only
     g = life.get("gold")
     if g:
         lines.append(f"\nAgainst gold ({g['n']} operations): accuracy {pct(g['accuracy'])}, unjustified recall "
