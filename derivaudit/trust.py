@@ -61,7 +61,7 @@ def category_of(row: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------- reference labels
 
 
-def reference(run: str | Path, labels: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def reference_labels(run: str | Path, labels: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The reference labels a report uses: {"who": human | gold | None, "file", "labels":
     {write_id: category}, "strata": {write_id: stratum} (every audited write) or None}."""
     run = Path(run)

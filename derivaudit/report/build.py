@@ -24,7 +24,7 @@ from ..trust import (
     accuracy_at_coverage,
     category_of,
     corrected,
-    reference,
+    reference_labels,
     store_sample,
     write_confidence,
 )
@@ -126,7 +126,7 @@ def _trust(run: Path, meta: dict[str, Any], labeled: list[dict[str, Any]], min_c
     """Corrected rates, the judge's sampling intervals, per-write confidence, accuracy at coverage."""
     from ..estimate import estimate
 
-    ref = reference(run, labeled)
+    ref = reference_labels(run, labeled)
     conf = write_confidence(labeled, runs.read_rows(run, runs.PRIMITIVES) if runs.exists(run, runs.PRIMITIVES)
                             else [], meta.get("calibration") or {})
     sampled = bool((meta.get("selection") or {}).get("sample"))
