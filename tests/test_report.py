@@ -79,8 +79,6 @@ def test_same_run_same_numbers(run):
     for x in (a, b):
         x.pop("generated_at")
     assert a == b
-    c = build(run, seed=1)
-    assert c["scope"]["ambiguous"]["balanced"] == a["scope"]["ambiguous"]["balanced"]
 
 
 @pytest.mark.slow
