@@ -4,9 +4,10 @@
 For each run and scope metric: the all-gold rate (conversation-balanced, the truth), the judge's
 rate and its bias; then for n = 10, 20, 40 labelled writes (those below the run's size), `--draws`
 random labelled subsets (simple random, as `meta.gold` on a random few writes would be), and for
-each subset three intervals: the corrected one (PPI, the report's), the classical one from the
-labelled writes alone (same design, no judge), and the textbook PPI interval (`ppi_iid`: independent
-draws, no finite-population correction, normal quantile: what `ppi_py.ppi_mean_ci` gives). Reported:
+each subset four intervals: the corrected one (power-tuned PPI, the report's), the same with the
+judge's weight fixed at 1 (plain PPI), the classical one from the labelled writes alone (same
+design, no judge), and the textbook PPI interval (`ppi_iid`: independent draws, no
+finite-population correction, normal quantile: what `ppi_py.ppi_mean_ci` gives). Reported:
 how often each covers the truth, and its mean width. Then per-write confidence: accuracy of the
 more confident half of the writes against the less confident half. Then `scan --sample`: stratified
 samples of the run's writes, and how often the sample's interval covers the judge's all-writes rate.
@@ -215,15 +216,16 @@ def main() -> None:
         rows = [r for r in labels if r["write_id"] in gold]
         convs = len({r["conversation_id"] for r in rows})
         print(f"\n## {run.name}: {len(rows)} gold writes, {convs} conversations, {args.draws} draws per n\n")
-        print("| metric | all-gold rate | judge | bias | n | PPI coverage | PPI width | classical coverage | "
-              "classical width | PPI / classical width | textbook PPI coverage |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("| metric | all-gold rate | judge | bias | n | corrected coverage | width | lambda=1 coverage | width | "
+              "labels alone: coverage | width | corrected / alone | textbook PPI coverage |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in coverage(rows, gold, args.draws):
-            ratio = (r["ppi_width"] / r["classical_width"]) if r["ppi_width"] and r["classical_width"] else None
+            ratio = (r["tuned_width"] / r["classical_width"]) if r["tuned_width"] and r["classical_width"] else None
             bias = None if r["judge"] is None or r["truth"] is None else r["judge"] - r["truth"]
             print(f"| {r['metric']} | {pct(r['truth'])} | {pct(r['judge'])} | "
-                  f"{'–' if bias is None else f'{100 * bias:+.1f} pt'} | {r['n']} | {pct(r['ppi_coverage'])} | "
-                  f"{pct(r['ppi_width'])} | {pct(r['classical_coverage'])} | {pct(r['classical_width'])} | "
+                  f"{'–' if bias is None else f'{100 * bias:+.1f} pt'} | {r['n']} | {pct(r['tuned_coverage'])} | "
+                  f"{pct(r['tuned_width'])} | {pct(r['ppi_coverage'])} | {pct(r['ppi_width'])} | "
+                  f"{pct(r['classical_coverage'])} | {pct(r['classical_width'])} | "
                   f"{'–' if ratio is None else f'{ratio:.2f}'} | {pct(r['iid_coverage'])} |")
         meta = runs.load_meta(run)
         conf = write_confidence(rows, runs.read_rows(run, runs.PRIMITIVES), meta.get("calibration") or {})
