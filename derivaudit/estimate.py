@@ -36,8 +36,8 @@ happened to be right do not give an interval of zero width; the variance of the 
 by the real number of labels (dividing by the pseudo-observations too covered 0.89 on samples of
 three writes per conversation). Measured in benchmarks/bench_ppi.py: at n = 20 and 40 labels the
 coverage of the nominal 95% is >= 0.94 on simulated stores of 72-500 writes, >= 0.93 with 20 of 24
-writes labelled, and >= 0.955 on the fixture gold set with the embedded judge; at n = 10 it is
-conservative (0.98-1.0).
+writes labelled, >= 0.955 on the fixture gold set with the embedded judge and >= 0.95 on LoCoMo
+gold writes with a judge that says nothing; at n = 10 it is conservative (0.95-1.0).
 
 `ppi_iid` is the textbook version (independent draws from an infinite population, normal
 quantile, optional power tuning), computed as the reference implementation `ppi_py.ppi_mean_ci`
