@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
 import random
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from . import runs
 from .gold import CATEGORIES
-from .io import atomic_writer
-from .review import ReviewError, raise_problems, read_sheet
-from .safe import cell
+from .review import ReviewError, raise_problems, read_sheet, write_sheet
 from .sampling import allocate
 from .trust import category_of
 
@@ -134,26 +132,12 @@ def sample(run: str | Path, output: str | Path, *, budget: int, seed: int = 0, b
            f"most: " + "; ".join(f"{h} {d['drawn']} of {d['size']}" for h, d in strata.items())
            + ". Fill the category column with one of: " + ", ".join(CATEGORIES)
            + " (leave a row blank to skip it), then run `derivaudit review import`.")
-    buf = io.StringIO()
-    for line in _wrap(why):
-        buf.write(f"# {line}\r\n")
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\r\n")
-    w.writeheader()
-    for r in sheet:
-        w.writerow({k: cell(v) for k, v in r.items()})
-    with atomic_writer(output) as fh:
-        fh.write(buf.getvalue().encode("utf-8-sig" if bom else "utf-8"))
+    write_sheet(output, COLUMNS, sheet, bom=bom, notes=textwrap.wrap(why, 100))
     doc = {"sample_id": sample_id, "budget": budget, "seed": seed, "file": str(output), "how": how, "why": why,
            "design": f"stratified ({how}), simple random within each stratum, inclusion probabilities recorded",
            "labels_sha": sha, "strata": strata, "strata_of": of, "rows": key}
     runs.write_json(run, SAMPLE, doc)
     return doc
-
-
-def _wrap(text: str, width: int = 100) -> list[str]:
-    import textwrap
-
-    return textwrap.wrap(text, width)
 
 
 def read(run: str | Path, path: str | Path) -> list[dict[str, Any]]:

@@ -82,18 +82,27 @@ def sample(run: str | Path, output: str | Path, *, per_stratum: int = PER_STRATU
                      **{h: "" for h in HUMAN}, "reviewer_notes": ""})
         key.append({"review_id": rid, "obligation_id": p["obligation_id"], "write_id": p["write_id"],
                     "view": p["view"], "stratum": chosen[i]})
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\r\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: cell(v) for k, v in r.items()})
-    with atomic_writer(output) as fh:
-        fh.write(buf.getvalue().encode("utf-8-sig" if bom else "utf-8"))
+    write_sheet(output, COLUMNS, rows, bom=bom)
     doc = {"seed": seed, "per_stratum": per_stratum, "file": str(output),
            "strata": {s: sum(x["stratum"] == s for x in key) for s in sorted(by_stratum)},
            "available": {s: len(v) for s, v in sorted(by_stratum.items())}, "rows": key}
     runs.write_json(run, runs.REVIEW_SAMPLE, doc)
     return doc
+
+
+def write_sheet(output: str | Path, columns: tuple[str, ...], rows: list[dict[str, Any]], *, bom: bool = True,
+                notes: list[str] = ()) -> None:
+    """A review sheet, atomically: `# ` note lines, then CSV with CRLF line ends, cells a
+    spreadsheet would run as formulas neutralised, UTF-8 with a byte-order mark unless `bom` is off."""
+    buf = io.StringIO()
+    for line in notes:
+        buf.write(f"# {line}\r\n")
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\r\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: cell(v) for k, v in r.items()})
+    with atomic_writer(output) as fh:
+        fh.write(buf.getvalue().encode("utf-8-sig" if bom else "utf-8"))
 
 
 def _answer(value: str, column: str) -> bool | None:
