@@ -69,10 +69,21 @@ def reference_labels(run: str | Path, labels: Sequence[dict[str, Any]]) -> dict[
 
     human = runs.read_rows_if(run, REVIEWS)
     if human:
+        from .reference import labels_sha
+
         doc = runs.read_json(run, SAMPLE)
+        strata = dict(doc.get("strata_of") or {})
+        design = doc.get("design")
+        if labels_sha(run) != doc.get("labels_sha"):
+            # the reviewers' categories still hold (they judge the write, not the judge), but the strata
+            # were drawn over the earlier labels: writes outside them are corrected by no label
+            new = sum(r["write_id"] not in strata for r in labels)
+            design = (f"{design}; the run was scanned again since sheet {doc.get('sample_id')} was drawn"
+                      + (f": {new} audited write(s) are in none of its strata and no label corrects them" if new
+                         else "") + " (draw a new sheet with `derivaudit review sample --budget`)")
         return {"who": "human", "file": str(runs.path(run, REVIEWS)), "source": doc.get("file"),
                 "labels": {h["write_id"]: h["category"] for h in human},
-                "strata": dict(doc.get("strata_of") or {}), "design": doc.get("design")}
+                "strata": {r["write_id"]: strata.get(r["write_id"], "not drawn") for r in labels}, "design": design}
     gold = {r["write_id"]: r["gold"] for r in labels if r.get("gold") in REFERENCE_VALUES}
     if gold:
         return {"who": "gold", "file": "meta.gold in the log", "source": None, "labels": gold, "strata": None,

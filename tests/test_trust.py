@@ -344,3 +344,16 @@ def test_junit_carries_the_rates_as_properties(gold_run):
     r = runner.invoke(app, ["report", str(gold_run), "--format", "junit"])
     assert 'name="derivaudit.rates"' in r.stdout
     assert 'name="unsupported.corrected"' in r.stdout and 'name="unsupported.labels" value="24"' in r.stdout
+
+
+def test_a_review_drawn_before_a_rescan_is_flagged(drawn, tmp_path):
+    run, _, text = drawn
+    assert runner.invoke(app, ["review", "import", str(run), str(_write(tmp_path / "ok.csv", text))]).exit_code == 0
+    assert "scanned again" not in _report(run)["trust"]["reference"]["design"]
+    rows = runs.read_rows(run, runs.LABELS)
+    rows[0]["expanded_label"] = "contradicted" if rows[0]["expanded_label"] != "contradicted" else "supported"
+    runs.write_rows(run, runs.LABELS, rows)
+    doc = _report(run)
+    design = doc["trust"]["reference"]["design"]
+    assert "scanned again" in design and "review sample" in design
+    assert doc["trust"]["corrected"]["unsupported"]["labels"] == 8
