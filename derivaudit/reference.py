@@ -21,6 +21,7 @@ import csv
 import hashlib
 import random
 import textwrap
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +57,7 @@ def _strata(rows: list[dict[str, Any]], conf: dict[str, float | None], budget: i
               ("category", category_of), ("one stratum", lambda r: "all")]
     for how, key in levels:
         of = {r["write_id"]: key(r) for r in rows}
-        sizes: dict[str, int] = {}
-        for h in of.values():
-            sizes[h] = sizes.get(h, 0) + 1
-        if sum(min(2, s) for s in sizes.values()) <= budget:
+        if sum(min(2, s) for s in Counter(of.values()).values()) <= budget:
             return of, how
     return {r["write_id"]: "all" for r in rows}, "one stratum"
 
@@ -71,22 +69,7 @@ def neyman(sizes: dict[str, int], budget: int) -> dict[str, int]:
         cat, _, band = h.partition("/")
         return ANTICIPATED_SD["low"] if band == "low" or cat == "ambiguous" else ANTICIPATED_SD["high"]
 
-    weighted = {h: max(1, round(1000 * s * sd(h))) for h, s in sizes.items()}
-    alloc = allocate(weighted, budget, minimum=0) if budget < sum(weighted.values()) else dict(sizes)
-    out = {}
-    for h, s in sizes.items():
-        out[h] = min(s, max(min(2, s), alloc.get(h, 0)))
-    # rounding and the minimum may overshoot or undershoot: settle on the budget, largest strata first
-    order = sorted(sizes, key=lambda h: (-weighted[h], h))
-    while sum(out.values()) > budget:
-        for h in order:
-            if out[h] > min(2, sizes[h]) and sum(out.values()) > budget:
-                out[h] -= 1
-    while sum(out.values()) < min(budget, sum(sizes.values())):
-        for h in order:
-            if out[h] < sizes[h] and sum(out.values()) < budget:
-                out[h] += 1
-    return out
+    return allocate(sizes, budget, minimum=2, weight={h: s * sd(h) for h, s in sizes.items()})
 
 
 def sample(run: str | Path, output: str | Path, *, budget: int, seed: int = 0, bom: bool = True) -> dict[str, Any]:
@@ -104,9 +87,7 @@ def sample(run: str | Path, output: str | Path, *, budget: int, seed: int = 0, b
     meta = runs.load_meta(run)
     conf = write_confidence(rows, runs.read_rows(run, runs.PRIMITIVES), meta.get("calibration") or {})
     of, how = _strata(rows, conf, budget)
-    sizes: dict[str, int] = {}
-    for h in of.values():
-        sizes[h] = sizes.get(h, 0) + 1
+    sizes = dict(Counter(of.values()))
     draws = neyman(sizes, budget)
     chosen: list[str] = []
     for h in sorted(sizes):

@@ -14,26 +14,33 @@ class SampleError(ValueError):
     """A sample that cannot be drawn as asked (exit code 2)."""
 
 
-def allocate(sizes: Mapping[Any, int], n: int, minimum: int = 1) -> dict[Any, int]:
-    """`n` draws over strata of `sizes`, proportional to size by largest remainder, each stratum
-    at least `minimum` (or all of it when smaller), never more than its size."""
+def allocate(sizes: Mapping[Any, int], n: int, minimum: int = 1, weight: Mapping[Any, float] | None = None
+             ) -> dict[Any, int]:
+    """`n` draws over strata of `sizes`: each stratum at least `minimum` (or all of it when
+    smaller), never more than its size, the rest by largest remainder in proportion to `weight`
+    (default: the room each stratum has left), a stratum that fills up giving its share to the others."""
     total = sum(sizes.values())
     if n >= total:
         return dict(sizes)
-    floor = {k: min(minimum, s) for k, s in sizes.items()}
-    if sum(floor.values()) > n:
+    alloc = {k: min(minimum, s) for k, s in sizes.items()}
+    if sum(alloc.values()) > n:
         raise SampleError(f"a sample of {n} cannot hold {minimum} write(s) of each of the {len(sizes)} "
-                          f"conversations: ask for at least {sum(floor.values())}")
-    alloc = dict(floor)
+                          f"conversations: ask for at least {sum(alloc.values())}")
     left = n - sum(alloc.values())
-    room = {k: sizes[k] - alloc[k] for k in sizes}
-    spare_total = sum(room.values())
-    shares = {k: left * room[k] / spare_total if spare_total else 0 for k in sizes}
-    for k in sizes:
-        alloc[k] += int(shares[k])
-    rest = n - sum(alloc.values())
-    for k in sorted(sizes, key=lambda k: (-(shares[k] - int(shares[k])), str(k)))[:rest]:
-        alloc[k] += 1
+    while left > 0:
+        room = {k: sizes[k] - alloc[k] for k in sizes if sizes[k] > alloc[k]}
+        basis = {k: (weight[k] if weight is not None else room[k]) for k in room}
+        scale = sum(basis.values())
+        shares = {k: left * basis[k] / scale if scale else left / len(room) for k in room}
+        step = {k: min(room[k], int(shares[k])) for k in room}
+        rest = left - sum(step.values())
+        for k in sorted(room, key=lambda k: (-(shares[k] - int(shares[k])), str(k))):
+            if rest and step[k] < room[k]:
+                step[k] += 1
+                rest -= 1
+        for k, d in step.items():
+            alloc[k] += d
+        left = n - sum(alloc.values())
     return alloc
 
 
