@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -32,29 +33,26 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from derivaudit import runs, sampling  # noqa: E402
-from derivaudit.estimate import Sample, estimate, ppi_iid  # noqa: E402
-from derivaudit.trust import CORRECTED, REFERENCE_VALUES, accuracy_at_coverage, write_confidence  # noqa: E402
+from derivaudit.estimate import Sample, balanced_design, estimate, ppi_iid  # noqa: E402
+from derivaudit.trust import (  # noqa: E402
+    CORRECTED,
+    REFERENCE_VALUES,
+    accuracy_at_coverage,
+    judge_indicators,
+    reference_indicators,
+    write_confidence,
+)
 
 SIZES = (10, 20, 40)
 
 
 def indicators(rows: list[dict], gold: dict[str, str]) -> dict[str, tuple[np.ndarray, ...]]:
-    out = {}
-    for name, (fn, fd, yn, yd) in CORRECTED.items():
-        out[name] = (np.array([bool(fn(r)) for r in rows], dtype=float),
-                     np.array([bool(fd(r)) for r in rows], dtype=float),
-                     np.array([bool(yn(gold[r["write_id"]])) for r in rows], dtype=float),
-                     np.array([bool(yd(gold[r["write_id"]])) for r in rows], dtype=float))
-    return out
+    cats = [gold[r["write_id"]] for r in rows]
+    return {name: (*judge_indicators(rows, name), *reference_indicators(cats, name)) for name in CORRECTED}
 
 
 def design(rows: list[dict], labelled: np.ndarray) -> Sample:
-    conv = np.array([r["conversation_id"] for r in rows], dtype=object)
-    sizes: dict[str, int] = {}
-    for c in conv.tolist():
-        sizes[c] = sizes.get(c, 0) + 1
-    weight = np.array([1.0 / (len(sizes) * sizes[c]) for c in conv.tolist()])
-    return Sample(weight, conv, sizes, labelled, np.array(["all"] * len(rows), dtype=object))
+    return balanced_design([r["conversation_id"] for r in rows], labelled)
 
 
 def coverage(rows: list[dict], gold: dict[str, str], draws: int, seed: int = 0) -> list[dict]:
@@ -98,24 +96,18 @@ def sample_coverage(rows: list[dict], draws: int, fraction: float = 1 / 3, seed:
     all-writes rate by the sample's interval."""
     out = []
     conv = {r["write_id"]: r["conversation_id"] for r in rows}
-    sizes: dict[str, int] = {}
-    for c in conv.values():
-        sizes[c] = sizes.get(c, 0) + 1
+    sizes = dict(Counter(conv.values()))
     n = max(len(sizes), round(fraction * len(rows)))
     full = design(rows, np.zeros(len(rows), dtype=bool))
-    for name, (fn, fd, _, _) in CORRECTED.items():
-        f_num = np.array([bool(fn(r)) for r in rows], dtype=float)
-        f_den = np.array([bool(fd(r)) for r in rows], dtype=float)
+    for name in CORRECTED:
+        f_num, f_den = judge_indicators(rows, name)
         target = estimate(f_num, f_den, f_num, f_den, full).judge
         hit, widths = 0, []
         for k in range(draws):
             ids = set(sampling.stratified([(r["write_id"], conv[r["write_id"]]) for r in rows], n, seed + k))
             idx = np.array([r["write_id"] in ids for r in rows])
-            sub = [r for r in rows if r["write_id"] in ids]
-            c = np.array([r["conversation_id"] for r in sub], dtype=object)
-            weight = np.array([1.0 / (len(sizes) * sizes[x]) for x in c.tolist()])
-            d = Sample(weight, c, sizes, np.zeros(len(sub), dtype=bool), np.array(["all"] * len(sub), dtype=object),
-                       sampled=True)
+            d = balanced_design([r["conversation_id"] for r in rows if r["write_id"] in ids], np.zeros(len(ids), bool),
+                                store=sizes, sampled=True)
             e = estimate(f_num[idx], f_den[idx], f_num[idx], f_den[idx], d)
             if e.low is None or target is None:
                 continue
@@ -195,6 +187,14 @@ def gold_rows(log: Path) -> list[dict]:
     return out
 
 
+def print_sample_coverage(rows: list[dict]) -> None:
+    print("| metric | judge, all writes | sample | interval covers it | mean width |")
+    print("|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['metric']} | {pct(r['judge_all'])} | {r['sample']} of {r['of']} | {pct(r['coverage'])} | "
+              f"{pct(r['width'])} |")
+
+
 def pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
@@ -237,22 +237,13 @@ def main() -> None:
         else:
             print("\nAccuracy at coverage: no confidence (the run has no calibration scale)")
         print("\n`scan --sample` (a third of the writes, stratified by conversation):\n")
-        print("| metric | judge, all writes | sample | interval covers it | mean width |")
-        print("|---|---:|---:|---:|---:|")
-        for r in sample_coverage(rows, args.draws):
-            print(f"| {r['metric']} | {pct(r['judge_all'])} | {r['sample']} of {r['of']} | {pct(r['coverage'])} | "
-                  f"{pct(r['width'])} |")
+        print_sample_coverage(sample_coverage(rows, args.draws))
     for log in args.sample_log:
         rows = gold_rows(log)
         convs = len({r["conversation_id"] for r in rows})
         print(f"\n## `scan --sample` on {log.name}: {len(rows)} writes, {convs} conversations (meta.gold as the "
               f"labels), {args.draws} samples each\n")
-        print("| metric | all writes | sample | interval covers it | mean width |")
-        print("|---|---:|---:|---:|---:|")
-        for fraction in (1 / 6, 1 / 3):
-            for r in sample_coverage(rows, args.draws, fraction):
-                print(f"| {r['metric']} | {pct(r['judge_all'])} | {r['sample']} of {r['of']} | {pct(r['coverage'])} | "
-                      f"{pct(r['width'])} |")
+        print_sample_coverage([r for fraction in (1 / 6, 1 / 3) for r in sample_coverage(rows, args.draws, fraction)])
     if args.synthetic:
         print(f"\n## Simulated stores (unsupported rate), {args.draws} draws per n\n")
         print("| store | n | PPI coverage | PPI width | tuned coverage | tuned width | classical coverage | "

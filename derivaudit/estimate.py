@@ -33,11 +33,8 @@ finite-population correction (a store that is all labelled has no error left), a
 stratum one pseudo-observation of each kind of disagreement and two of agreement (after Agresti and
 Min, 2005, for paired proportions) in the variance estimate, so that 20 labels on which the judge
 happened to be right do not give an interval of zero width; the variance of the mean still divides
-by the real number of labels (dividing by the pseudo-observations too covered 0.89 on samples of
-three writes per conversation). Measured in benchmarks/bench_ppi.py: at n = 20 and 40 labels the
-coverage of the nominal 95% is >= 0.94 on simulated stores of 72-500 writes, >= 0.93 with 20 of 24
-writes labelled, >= 0.955 on the fixture gold set with the embedded judge and >= 0.95 on LoCoMo
-gold writes with a judge that says nothing; at n = 10 it is conservative (0.95-1.0).
+by the real number of labels, since dividing by the pseudo-observations too made the interval too
+narrow on small strata. Its coverage is measured by benchmarks/bench_ppi.py (docs/benchmarks.md).
 
 `ppi_iid` is the textbook version (independent draws from an infinite population, normal
 quantile, optional power tuning), computed as the reference implementation `ppi_py.ppi_mean_ci`
@@ -46,6 +43,7 @@ computes it; the tests hold the two to each other.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,29 +98,34 @@ class Sample:
     def expansion(self) -> np.ndarray:
         """Each audited write's weight in the store: its own weight over its conversation's
         sampling fraction."""
-        audited = _counts(self.conversation)
+        audited = Counter(self.conversation.tolist())
         return self.weight * np.array([self.store_size[c] / audited[c] for c in self.conversation])
 
 
-def _counts(keys: np.ndarray) -> dict[Any, int]:
-    out: dict[Any, int] = {}
-    for k in keys.tolist():
-        out[k] = out.get(k, 0) + 1
-    return out
+def balanced_design(conversations: Sequence[Any], labelled: Sequence[bool], strata: Sequence[Any] | None = None,
+                    store: Mapping[Any, int] | None = None, sampled: bool = False) -> Sample:
+    """The conversation-balanced design of audited items (writes, operations) given each item's
+    conversation: weight 1 / (C * M_c), M_c from `store` (the store's items per conversation; by
+    default the audited ones, every item of the store audited), one phase-2 stratum unless given."""
+    conv = np.array(list(conversations), dtype=object)
+    sizes = dict(store) if store is not None else {}
+    for c, n in Counter(conv.tolist()).items():  # an audited conversation the store does not list: its own count
+        sizes.setdefault(c, n)
+    weight = np.array([1.0 / (len(sizes) * sizes[c]) for c in conv.tolist()])
+    st = np.array(list(strata) if strata is not None else ["all"] * len(conv), dtype=object)
+    return Sample(weight, conv, sizes, np.asarray(labelled, dtype=bool), st, sampled=sampled)
 
 
-def _stratum_var(values: np.ndarray, extra_values: Sequence[float], extra_weights: Sequence[float]
-                 ) -> tuple[float, float]:
+def _stratum_var(values: np.ndarray, extra_values: Sequence[float], extra_weights: Sequence[float]) -> float:
     """The variance (ddof 1) of one draw from a stratum, estimated from its values and the
-    pseudo-observations (`extra_values` with frequency `extra_weights`) that keep it off zero;
-    returns (variance, total frequency)."""
+    pseudo-observations (`extra_values` with frequency `extra_weights`) that keep it off zero."""
     vals = np.concatenate([values, np.asarray(extra_values, dtype=float)])
     wts = np.concatenate([np.ones(len(values)), np.asarray(extra_weights, dtype=float)])
     total = float(wts.sum())
     if total <= 1:
-        return 0.0, max(total, 1.0)
+        return 0.0
     m = float((vals * wts).sum() / total)
-    return float((wts * (vals - m) ** 2).sum() / (total - 1)), total
+    return float((wts * (vals - m) ** 2).sum() / (total - 1))
 
 
 def estimate(f_num: np.ndarray, f_den: np.ndarray, y_num: np.ndarray, y_den: np.ndarray, sample: Sample,
@@ -133,30 +136,28 @@ def estimate(f_num: np.ndarray, f_den: np.ndarray, y_num: np.ndarray, y_den: np.
     (the same design, the same interval), the baseline PPI must beat."""
     f_num = np.asarray(f_num, dtype=float) if judge else np.zeros(len(sample.weight))
     f_den = np.asarray(f_den, dtype=float) if judge else np.zeros(len(sample.weight))
+    a = sample.expansion
+    f_rate = float((a * f_num).sum() / (a * f_den).sum()) if (a * f_den).sum() > 0 else None
     if judge and lam is None:
         lam = tuned_lambda(f_num, f_den, y_num, y_den, sample)
-    if judge and lam is not None and lam != 1.0:
+    if judge and lam != 1.0:
         scaled = estimate(lam * f_num, lam * f_den, y_num, y_den, sample, level, True, 1.0)
-        a = sample.expansion
-        rate = float((a * f_num).sum() / (a * f_den).sum()) if (a * f_den).sum() > 0 else None
-        return Estimate(rate, scaled.value, scaled.low, scaled.high, scaled.labels, scaled.audited,
+        return Estimate(f_rate, scaled.value, scaled.low, scaled.high, scaled.labels, scaled.audited,
                         f"{scaled.method}, power-tuned (lambda {lam:.2f})")
     y_num, y_den = np.nan_to_num(np.asarray(y_num, dtype=float)), np.nan_to_num(np.asarray(y_den, dtype=float))
-    a = sample.expansion
     lab = np.asarray(sample.labelled, dtype=bool)
     n_lab = int(lab.sum())
-    f_rate = float((a * f_num).sum() / (a * f_den).sum()) if (a * f_den).sum() > 0 else None
     if not judge and n_lab == 0:
         return Estimate(None, None, None, None, 0, len(a), "no reference label")
+    if n_lab == 0 and not sample.sampled:
+        return Estimate(f_rate, None, None, None, 0, len(a), "uncorrected: every write audited, none labelled")
     strata = sample.stratum
-    size = _counts(strata)
-    lab_size = _counts(strata[lab]) if n_lab else {}
-    # rectifiers: the judge's error on the labelled writes, inverse-probability weighted
+    size = Counter(strata.tolist())
+    lab_size = Counter(strata[lab].tolist())
+    # rectifiers: the judge's error on the labelled writes, inverse-probability weighted (none: all zero)
     infl = np.array([size[h] / lab_size[h] if lab[i] else 0.0 for i, h in enumerate(strata.tolist())])
     big_a = (a * f_num).sum() + (infl * a * (y_num - f_num)).sum()
     big_b = (a * f_den).sum() + (infl * a * (y_den - f_den)).sum()
-    if n_lab == 0:
-        big_a, big_b = (a * f_num).sum(), (a * f_den).sum()
     if big_b <= 0:
         return Estimate(f_rate, None, None, None, n_lab, len(a), "no write in the rate's denominator")
     theta = float(big_a / big_b)
@@ -168,7 +169,7 @@ def estimate(f_num: np.ndarray, f_den: np.ndarray, y_num: np.ndarray, y_den: np.
         idx = lab & (strata == h)
         scale = float(a[idx].mean() / big_b)
         p = sample.pseudo
-        v, _ = _stratum_var((z_y - z_f)[idx], (scale, -scale, 0.0), (p, p, 2 * p))
+        v = _stratum_var((z_y - z_f)[idx], (scale, -scale, 0.0), (p, p, 2 * p))
         big_n = size[h]
         var2 += big_n**2 * (1 - n_h / big_n) * v / n_h
         df_parts.append(n_h - 1)
@@ -176,19 +177,16 @@ def estimate(f_num: np.ndarray, f_den: np.ndarray, y_num: np.ndarray, y_den: np.
     if sample.sampled:
         # phase 1: the truth where it is known, the judge elsewhere (its error is phase 2's term)
         x = np.where(lab, z_y, z_f) / np.where(a > 0, a, 1) * sample.weight
-        audited = _counts(sample.conversation)
-        for c, n_c in audited.items():
+        for c, n_c in Counter(sample.conversation.tolist()).items():
             idx = sample.conversation == c
             m_c = sample.store_size[c]
             scale = float(sample.weight[idx].mean() / big_b)
             p = sample.pseudo
-            v, _ = _stratum_var(x[idx], (scale * (1 - theta), -scale * theta), (p, p))
+            v = _stratum_var(x[idx], (scale * (1 - theta), -scale * theta), (p, p))
             var1 += m_c**2 * (1 - n_c / m_c) * v / n_c
             if not n_lab:
                 df_parts.append(n_c - 1)
     df = max(1, sum(df_parts)) if df_parts else 1
-    if n_lab == 0 and not sample.sampled:
-        return Estimate(f_rate, None, None, None, 0, len(a), "uncorrected: every write audited, none labelled")
     half = float(_stats.t.ppf(0.5 + level / 2, df)) * (var1 + var2) ** 0.5
     method = ("PPI difference estimator" if judge and n_lab else "labelled writes alone" if n_lab
               else "judge's rate on a random sample")

@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,10 +138,8 @@ def select_writes(log: MemoryLog, cfg: ScanConfig) -> list[Write]:
 
 def store_of(log: MemoryLog, cfg: ScanConfig) -> dict[str, int]:
     """The store a sample stands for: writes per conversation of the selection before sampling."""
-    out: dict[str, int] = {}
-    for w in select_writes(log, ScanConfig(limit=cfg.limit, conversations=cfg.conversations)):
-        out[w.conversation_id] = out.get(w.conversation_id, 0) + 1
-    return out
+    return dict(Counter(w.conversation_id for w in select_writes(log, ScanConfig(limit=cfg.limit,
+                                                                                   conversations=cfg.conversations))))
 
 
 def _noop(stage: str, advance: int, total: int) -> None:

@@ -99,10 +99,9 @@ def balanced_interval(hits: Any, n: Any, level: float = 0.95) -> tuple[float | N
     conversations like these: a t interval over the conversations' rates (C - 1 degrees of
     freedom), its variance never below what the writes within each conversation alone would give
     (each rate with one pseudo-success and one pseudo-failure), so two conversations that happen to
-    agree do not give a zero-width interval. Measured on simulated conversations (rates from a
-    beta distribution, 4-30 writes each): coverage >= 0.92 from 2 to 20 conversations, where the
-    percentile bootstrap over conversations it replaced covered 0.5-0.64 with 2 and 0.8-0.85 with 5.
-    None without a conversation that has a denominator."""
+    agree do not give a zero-width interval, where a percentile bootstrap over few conversations is
+    far too narrow (coverage: `benchmarks/bench_ppi.py --conversations`). None without a
+    conversation that has a denominator."""
     import numpy as np
     from scipy import stats as st
 

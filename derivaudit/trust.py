@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import runs
-from .estimate import Estimate, Sample, estimate, labels_to_halve
+from .estimate import Estimate, Sample, balanced_design, estimate, labels_to_halve
 from .gold import CATEGORIES, category
 from .labels import answers
 
@@ -94,42 +94,54 @@ def reference_labels(run: str | Path, labels: Sequence[dict[str, Any]]) -> dict[
 # ---------------------------------------------------------------- corrected rates
 
 
-def store_sample(meta: Mapping[str, Any], rows: Sequence[dict[str, Any]], weighting: str = "balanced",
+def store_sample(meta: Mapping[str, Any], rows: Sequence[dict[str, Any]],
                  labelled: Mapping[str, str] | None = None, strata: Mapping[str, str] | None = None) -> Sample:
-    """The design of a run's audited writes (`rows`: labels.jsonl rows with both view labels):
-    the store's conversation sizes from `scan --sample` (else the audited writes are the store)."""
+    """The conversation-balanced design of a run's audited writes (`rows`: labels.jsonl rows with
+    both view labels): the store's conversation sizes from `scan --sample` (else the audited writes
+    are the store)."""
     drawn = (meta.get("selection") or {}).get("sample")
-    conv = np.array([r["conversation_id"] for r in rows], dtype=object)
-    audited: dict[str, int] = {}
-    for c in conv.tolist():
-        audited[c] = audited.get(c, 0) + 1
-    store = {c: int(n) for c, n in (drawn or {}).get("store_conversations", {}).items()} if drawn else dict(audited)
-    for c, n in audited.items():  # writes outside the drawn store (none unless files changed): their own count
-        store.setdefault(c, n)
-    n_conv, total = len(store), sum(store.values())
-    if weighting == "balanced":
-        weight = np.array([1.0 / (n_conv * store[c]) for c in conv.tolist()])
-    else:
-        weight = np.full(len(rows), 1.0 / total if total else 0.0)
-    labelled = labelled or {}
-    lab = np.array([r["write_id"] in labelled for r in rows], dtype=bool)
-    st = np.array([(strata or {}).get(r["write_id"], "all") for r in rows], dtype=object)
-    return Sample(weight, conv, store, lab, st, sampled=bool(drawn))
+    return balanced_design([r["conversation_id"] for r in rows], [r["write_id"] in (labelled or {}) for r in rows],
+                           [(strata or {}).get(r["write_id"], "all") for r in rows],
+                           store=(drawn or {}).get("store_conversations"), sampled=bool(drawn))
 
 
-def corrected(meta: Mapping[str, Any], rows: Sequence[dict[str, Any]], ref: Mapping[str, Any],
-              weighting: str = "balanced") -> dict[str, dict[str, Any]]:
+def judge_indicators(rows: Sequence[dict[str, Any]], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The judge's numerator and denominator indicators of a corrected rate, per labels.jsonl row."""
+    fn, fd, _, _ = CORRECTED[name]
+    return (np.array([bool(fn(r)) for r in rows], dtype=float), np.array([bool(fd(r)) for r in rows], dtype=float))
+
+
+def reference_indicators(categories: Sequence[str | None], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The same from reference categories (0 where a write has none)."""
+    _, _, yn, yd = CORRECTED[name]
+    return (np.array([bool(yn(c)) if c else 0 for c in categories], dtype=float),
+            np.array([bool(yd(c)) if c else 0 for c in categories], dtype=float))
+
+
+def judge_sampling(meta: Mapping[str, Any], rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per corrected rate of a `scan --sample` run: the judge's own rate over the store, estimated
+    from the sample, with its sampling interval ({} for a scan of every write: nothing to estimate)."""
+    if not (meta.get("selection") or {}).get("sample"):
+        return {}
+    design = store_sample(meta, rows)
+    out = {}
+    for name in CORRECTED:
+        f_num, f_den = judge_indicators(rows, name)
+        out[name] = estimate(f_num, f_den, f_num, f_den, design).to_dict()
+    return out
+
+
+def corrected(meta: Mapping[str, Any], rows: Sequence[dict[str, Any]], ref: Mapping[str, Any]
+              ) -> dict[str, dict[str, Any]]:
     """Per metric: the judge's rate, the corrected estimate, its 95% interval, the labels used,
     and about how many labels in all would halve the interval."""
     labelled = {w: c for w, c in ref["labels"].items() if c in REFERENCE_VALUES}
-    sample = store_sample(meta, rows, weighting, labelled, ref.get("strata"))
+    sample = store_sample(meta, rows, labelled, ref.get("strata"))
+    cats = [labelled.get(r["write_id"]) for r in rows]
     out = {}
-    for name, (fn, fd, yn, yd) in CORRECTED.items():
-        f_num = np.array([bool(fn(r)) for r in rows], dtype=float)
-        f_den = np.array([bool(fd(r)) for r in rows], dtype=float)
-        cat = [labelled.get(r["write_id"]) for r in rows]
-        y_num = np.array([bool(yn(c)) if c else 0 for c in cat], dtype=float)
-        y_den = np.array([bool(yd(c)) if c else 0 for c in cat], dtype=float)
+    for name in CORRECTED:
+        f_num, f_den = judge_indicators(rows, name)
+        y_num, y_den = reference_indicators(cats, name)
         est: Estimate = estimate(f_num, f_den, y_num, y_den, sample, lam=None)
         d = est.to_dict()
         d["labels_to_halve"] = labels_to_halve(est.labels, len(rows)) if est.width else None

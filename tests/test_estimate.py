@@ -6,15 +6,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from derivaudit.estimate import Sample, estimate, labels_to_halve, ppi_iid, tuned_lambda
+from derivaudit.estimate import Sample, balanced_design, estimate, labels_to_halve, ppi_iid, tuned_lambda
 
 
 def _design(conv: list[str], labelled: list[bool], strata: list[str] | None = None, store: dict | None = None,
             sampled: bool = False) -> Sample:
-    sizes = store or {c: conv.count(c) for c in conv}
-    weight = np.array([1.0 / (len(sizes) * sizes[c]) for c in conv])
-    return Sample(weight, np.array(conv, dtype=object), sizes, np.array(labelled),
-                  np.array(strata or ["all"] * len(conv), dtype=object), sampled=sampled)
+    return balanced_design(conv, labelled, strata, store, sampled)
 
 
 def test_difference_estimator_by_hand():

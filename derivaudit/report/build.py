@@ -24,8 +24,8 @@ from ..trust import (
     accuracy_at_coverage,
     category_of,
     corrected,
+    judge_sampling,
     reference_labels,
-    store_sample,
     write_confidence,
 )
 from .lifecycle import HELP as LIFECYCLE_HELP
@@ -124,21 +124,9 @@ INTERVAL_METHOD = ("design-based: the store's rate, from the writes derivaudit d
 def _trust(run: Path, meta: dict[str, Any], labeled: list[dict[str, Any]], min_confidence: float | None
            ) -> dict[str, Any]:
     """Corrected rates, the judge's sampling intervals, per-write confidence, accuracy at coverage."""
-    from ..estimate import estimate
-
     ref = reference_labels(run, labeled)
     conf = write_confidence(labeled, runs.read_rows(run, runs.PRIMITIVES) if runs.exists(run, runs.PRIMITIVES)
                             else [], meta.get("calibration") or {})
-    sampled = bool((meta.get("selection") or {}).get("sample"))
-    judge_sampling: dict[str, Any] = {}
-    if sampled:  # the judge's own rate over the store, from the sample alone
-        import numpy as np
-
-        design = store_sample(meta, labeled)
-        for name, (fn, fd, _, _) in CORRECTED.items():
-            f_num = np.array([bool(fn(r)) for r in labeled], dtype=float)
-            f_den = np.array([bool(fd(r)) for r in labeled], dtype=float)
-            judge_sampling[name] = estimate(f_num, f_den, f_num, f_den, design).to_dict()
     n_ref = sum(1 for r in labeled if r["write_id"] in ref["labels"])
     listed = [{"write_id": r["write_id"], "conversation_id": r["conversation_id"], "category": category_of(r),
                "confidence": conf.get(r["write_id"]), "reference": ref["labels"].get(r["write_id"])}
@@ -156,7 +144,7 @@ def _trust(run: Path, meta: dict[str, Any], labeled: list[dict[str, Any]], min_c
         "sample": (meta.get("selection") or {}).get("sample"),
         "weighting": "conversation-balanced",
         "corrected": corrected(meta, labeled, ref) if n_ref else None,
-        "judge_sampling": judge_sampling,
+        "judge_sampling": judge_sampling(meta, labeled),
         "note": note,
         "confidence_scale": "calibration items" if any(c is not None for c in conf.values()) else None,
         "accuracy_at_coverage": accuracy_at_coverage(labeled, conf, ref["labels"]),

@@ -27,9 +27,10 @@ LISTED = ("case_id", "kind", "conversation_id", "target", "target_text", "new_te
 
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """Rates per operation kind over the operations the conversation answered for (conversation-
-    balanced with a conversation bootstrap interval, write-weighted beside it); operations the store
-    marks as made outside the conversation (origin api/ui) are counted apart; every unjustified
-    operation listed with its target and why; gold accuracy where operations carry meta.gold."""
+    balanced, corrected by operations' meta.gold with an interval where they carry it, write-weighted
+    beside it); operations the store marks as made outside the conversation (origin api/ui) are
+    counted apart; every unjustified operation listed with its target and why; gold accuracy where
+    operations carry meta.gold."""
     if not rows:
         return None
     flat = [{k: r[k] for k in ("conversation_id", "kind", "label", "outside_conversation")} for r in rows]
@@ -67,7 +68,7 @@ def _corrected(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     (estimate.py; the gold operations taken as a simple random sample of the judged ones)."""
     import numpy as np
 
-    from ..estimate import Sample, estimate
+    from ..estimate import balanced_design, estimate
 
     out: dict[str, dict[str, Any]] = {}
     if not any(r.get("gold") in LABELS for r in rows):
@@ -76,13 +77,7 @@ def _corrected(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         sub = [r for r in rows if r["kind"] == kind and not r["outside_conversation"]]
         if not sub or not any(r.get("gold") in LABELS for r in sub):
             continue
-        conv = np.array([r["conversation_id"] for r in sub], dtype=object)
-        sizes: dict[Any, int] = {}
-        for c in conv.tolist():
-            sizes[c] = sizes.get(c, 0) + 1
-        weight = np.array([1.0 / (len(sizes) * sizes[c]) for c in conv.tolist()])
-        lab = np.array([r.get("gold") in LABELS for r in sub])
-        design = Sample(weight, conv, sizes, lab, np.array(["all"] * len(sub), dtype=object))
+        design = balanced_design([r["conversation_id"] for r in sub], [r.get("gold") in LABELS for r in sub])
         ones = np.ones(len(sub))
         for lab_name in LABELS:
             f = np.array([r["label"] == lab_name for r in sub], dtype=float)
