@@ -11,6 +11,7 @@ from . import runs
 from .io import atomic_writer
 from .labels import answers
 from .safe import cell
+from .trust import category_of, obligation_confidence, write_confidence
 
 
 def _prims(p: dict[str, Any] | None, passages: list[str]) -> dict[str, Any]:
@@ -28,10 +29,8 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
     labels = runs.read_rows(run, runs.LABELS)
     text_of = {r["write_id"]: r["text"] for r in labels}
     prims = runs.read_rows(run, runs.PRIMITIVES)
+    calibration = (runs.load_meta(run).get("calibration") or {}) if runs.exists(run, runs.META) else {}
     if level == "write":
-        from .trust import category_of, write_confidence
-
-        calibration = runs.load_meta(run).get("calibration") or {} if runs.exists(run, runs.META) else {}
         confidence = write_confidence(labels, prims, calibration)
         implied: dict[tuple[str, str], dict[str, set[str]]] = {}
         for p in prims:
@@ -50,9 +49,6 @@ def rows(run: Path, level: str) -> list[dict[str, Any]]:
                             "multi_passage": r["multi_passage"], "obligations": len(r[view]["obligations"]),
                             "category": category_of(r), "confidence": confidence.get(r["write_id"])})
         return out
-    from .trust import obligation_confidence
-
-    calibration = runs.load_meta(run).get("calibration") or {} if runs.exists(run, runs.META) else {}
     obl_text = {o["obligation_id"]: (o["kind"], o["subtype"], o["text"])
                 for d in runs.read_rows(run, runs.OBLIGATIONS) for o in d["obligations"]}
     out = []

@@ -58,22 +58,18 @@ def review_sample(
     from ..review import ReviewError, sample
     from ..runs import lock
 
+    try:
+        with lock(run):
+            doc = (reference.sample(run, output, budget=budget, seed=seed, bom=bom) if budget is not None
+                   else sample(run, output, per_stratum=per_stratum, seed=seed, bom=bom))
+    except ReviewError as e:
+        _bad(str(e))
     if budget is not None:
-        try:
-            with lock(run):
-                wdoc = reference.sample(run, output, budget=budget, seed=seed, bom=bom)
-        except reference.ReviewError as e:
-            _bad(str(e))
-        err.print(f"wrote {len(wdoc['rows'])} writes to {escape(str(output))} ({escape(wdoc['how'])}: "
-                  + ", ".join(f"{escape(h)} {d['drawn']} of {d['size']}" for h, d in wdoc["strata"].items())
+        err.print(f"wrote {len(doc['rows'])} writes to {escape(str(output))} ({escape(doc['how'])}: "
+                  + ", ".join(f"{escape(h)} {d['drawn']} of {d['size']}" for h, d in doc["strata"].items())
                   + f"); fill the category column, then run `derivaudit review import {escape(str(run))} "
                   f"{escape(str(output))}`")
         return
-    try:
-        with lock(run):
-            doc = sample(run, output, per_stratum=per_stratum, seed=seed, bom=bom)
-    except ReviewError as e:
-        _bad(str(e))
     counts = ", ".join(f"{escape(k)} {v} of {doc['available'][k]}" for k, v in doc["strata"].items())
     err.print(f"wrote {len(doc['rows'])} rows to {escape(str(output))} ({counts}); fill human_D, human_E and "
               f"human_R with yes or no, then run `derivaudit review import {escape(str(run))} {escape(str(output))}`")
@@ -93,25 +89,17 @@ def review_import(
     from ..review import ReviewError, import_review
     from ..runs import lock
 
-    if reference.is_write_sheet(sheet):
-        try:
-            with lock(run):
-                got = reference.import_reviews(run, sheet)
-        except reference.ReviewError as e:
-            _bad(str(e))
-        if format is Fmt.json:
-            print_json(got)
-        else:
-            err.print(f"imported {got['imported']} reviewed writes into {escape(got['file'])} ("
-                      + ", ".join(f"{escape(h)} {n}" for h, n in got["by_stratum"].items())
-                      + f"); `derivaudit report {escape(str(run))}` now shows the corrected rates")
-        return
-
+    write_level = reference.is_write_sheet(sheet)
     try:
         with lock(run):
-            metrics = import_review(run, sheet)
+            metrics = reference.import_reviews(run, sheet) if write_level else import_review(run, sheet)
     except ReviewError as e:
         _bad(str(e))
+    if write_level and format is not Fmt.json:
+        err.print(f"imported {metrics['imported']} reviewed writes into {escape(metrics['file'])} ("
+                  + ", ".join(f"{escape(h)} {n}" for h, n in metrics["by_stratum"].items())
+                  + f"); `derivaudit report {escape(str(run))}` now shows the corrected rates")
+        return
     if format is Fmt.json:
         print_json(metrics)
     else:
