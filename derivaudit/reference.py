@@ -27,9 +27,9 @@ from typing import Any
 
 from . import runs
 from .gold import CATEGORIES
-from .review import ReviewError, raise_problems, read_sheet, write_sheet
+from .review import ReviewError, raise_problems, read_sheet, sheet_passages, write_sheet
 from .sampling import allocate
-from .trust import category_of
+from .trust import category_of, write_confidence
 
 SAMPLE = "review_writes_sample.json"
 REVIEWS = "review_writes.jsonl"
@@ -40,11 +40,6 @@ ANTICIPATED_SD = {"low": 0.5, "high": 0.35}
 
 def labels_sha(run: Path) -> str:
     return hashlib.sha256(runs.path(run, runs.LABELS).read_bytes()).hexdigest()
-
-
-def _block(turns: list[dict[str, Any]]) -> str:
-    return "\n".join(f"[{k}] {t['speaker']}: {' '.join(t['text'].split())}" for k, t in enumerate(turns, start=1)) \
-        or "(no passages)"
 
 
 def _strata(rows: list[dict[str, Any]], conf: dict[str, float | None], budget: int) -> tuple[dict[str, str], str]:
@@ -75,8 +70,6 @@ def neyman(sizes: dict[str, int], budget: int) -> dict[str, int]:
 def sample(run: str | Path, output: str | Path, *, budget: int, seed: int = 0, bom: bool = True) -> dict[str, Any]:
     """Draw `budget` writes for review (see the module doc) and write the blinded sheet: memory,
     cited passages, earlier history (the expanded view), an empty category column."""
-    from .trust import write_confidence
-
     run = Path(run)
     runs.require(run, (runs.LABELS, runs.VIEWS, runs.META, runs.PRIMITIVES),
                  f"run `derivaudit scan ... -o {run}` first")
@@ -101,10 +94,8 @@ def sample(run: str | Path, output: str | Path, *, budget: int, seed: int = 0, b
     key, sheet = [], []
     for n, w in enumerate(chosen, start=1):
         rid = f"{sample_id}-{n:04d}"
-        v = views[w]
-        cited = [t for t in v["citation_only"]]
-        sheet.append({"review_id": rid, "memory": text[w], "cited_passages": _block(cited),
-                      "earlier_history": _block(v["expanded"]), "category": "", "reviewer_notes": ""})
+        sheet.append({"review_id": rid, "memory": text[w], "cited_passages": sheet_passages(views[w]["citation_only"]),
+                      "earlier_history": sheet_passages(views[w]["expanded"]), "category": "", "reviewer_notes": ""})
         key.append({"review_id": rid, "write_id": w, "stratum": of[w]})
     strata = {h: {"size": sizes[h], "drawn": draws[h], "inclusion": draws[h] / sizes[h]} for h in sorted(sizes)}
     why = (f"derivaudit review sheet {sample_id}: {len(chosen)} of {len(rows)} writes, seed {seed}. Strata: {how} "

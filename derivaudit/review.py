@@ -75,8 +75,7 @@ def sample(run: str | Path, output: str | Path, *, per_stratum: int = PER_STRATU
         p = prims[i]
         rid = f"r{n:0{width}d}"
         turns = passages[(p["write_id"], p["view"])]
-        block = "\n".join(f"[{k}] {turns[t]['speaker']}: {' '.join(turns[t]['text'].split())}"
-                          for k, t in enumerate(p["passages"], start=1)) or "(no passages)"
+        block = sheet_passages([turns[t] for t in p["passages"]])
         rows.append({"review_id": rid, "memory": labels[p["write_id"]]["text"],
                      "obligation": obl_text.get(p["obligation_id"], ""), "passages": block,
                      **{h: "" for h in HUMAN}, "reviewer_notes": ""})
@@ -88,6 +87,12 @@ def sample(run: str | Path, output: str | Path, *, per_stratum: int = PER_STRATU
            "available": {s: len(v) for s, v in sorted(by_stratum.items())}, "rows": key}
     runs.write_json(run, runs.REVIEW_SAMPLE, doc)
     return doc
+
+
+def sheet_passages(turns: list[dict[str, Any]]) -> str:
+    """Passages as a review sheet shows them: numbered, speaker, text on one line each."""
+    return "\n".join(f"[{k}] {t['speaker']}: {' '.join(t['text'].split())}" for k, t in enumerate(turns, start=1)) \
+        or "(no passages)"
 
 
 def write_sheet(output: str | Path, columns: tuple[str, ...], rows: list[dict[str, Any]], *, bom: bool = True,
