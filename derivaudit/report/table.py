@@ -241,15 +241,9 @@ def print_lifecycle(out: Console, life: dict[str, Any] | None, top: int = 10) ->
         return
     from .lifecycle import RATE_COLUMNS, rate_rows, unjustified_rows
 
-    t = Table(title=f"Lifecycle: {life['operations']} operations judged against the turns after their target "
-                    f"({life['outside_conversation']} made outside the conversation, counted apart)",
-              title_justify="left")
-    t.add_column("metric", no_wrap=True)
-    for col in RATE_COLUMNS[1:]:
-        t.add_column(col, justify="right", no_wrap=True)
-    for row in rate_rows(life):
-        t.add_row(*row)
-    out.print(t)
+    out.print(_table(f"Lifecycle: {life['operations']} operations judged against the turns after their target "
+                     f"({life['outside_conversation']} made outside the conversation, counted apart)",
+                     RATE_COLUMNS, rate_rows(life)))
     g = life.get("gold")
     if g:
         out.print(f"Lifecycle against gold ({g['n']}): accuracy {_pct(g['accuracy'])}, unjustified recall "
