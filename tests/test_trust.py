@@ -357,3 +357,9 @@ def test_a_review_drawn_before_a_rescan_is_flagged(drawn, tmp_path):
     design = doc["trust"]["reference"]["design"]
     assert "scanned again" in design and "review sample" in design
     assert doc["trust"]["corrected"]["unsupported"]["labels"] == 8
+
+
+def test_a_store_labelled_whole_says_exact_not_a_zero_width_interval(gold_run):
+    r = runner.invoke(app, ["report", str(gold_run), "--format", "md"])
+    assert "exact (every write labelled)" in r.stdout
+    assert "| unsupported |" in r.stdout

@@ -122,7 +122,9 @@ def trust_rows(report: dict[str, Any], dash: str = "—") -> tuple[list[str], li
     head = ["metric", "judge", "corrected", "95% CI", "labels", "labels to halve"]
     rows = []
     for k, c in (trust.get("corrected") or {}).items():
-        rows.append([k, pct(c["judge"]), pct(c["corrected"]), _ci((c["low"], c["high"])), str(c["labels"]),
+        exact = c["labels"] and c["labels"] >= c["audited"] and not trust.get("sample")
+        rows.append([k, pct(c["judge"]), pct(c["corrected"]), "exact (every write labelled)" if exact
+                     else _ci((c["low"], c["high"])), str(c["labels"]),
                      dash if c.get("labels_to_halve") is None else str(c["labels_to_halve"])])
     widest = max((c for c in (trust.get("corrected") or {}).values() if c.get("low") is not None),
                  key=lambda c: c["high"] - c["low"], default=None)
