@@ -406,17 +406,62 @@ def _with_qa(cases: list[Case], qa: dict[str, list[tuple[str, str]]]) -> list[Ca
             for c in cases]
 
 
+def earlier_replays(run: Any, backend: Backend, fresh: bool = False) -> tuple[dict[str, list[dict[str, Any]]],
+                                                                              dict[str, Any]]:
+    """The rows of the settings this run has replayed before, by setting, and its replay report
+    ({} and {} with `fresh` or none). A replay by another verifier is refused (RunError): every
+    setting of a run's replay is decided on one verifier, at one operating point, so that the
+    paired differences compare views, not models."""
+    if fresh or not runs.exists(run, runs.REPLAY):
+        return {}, {}
+    old = runs.read_json(run, runs.REPLAY)
+    was, now = old.get("model"), backend.identity()
+    if was is not None and was != now:
+        raise runs.RunError(
+            f"{runs.path(run, runs.REPLAY)} holds replays by {_model_name(was)}, and this verifier is "
+            f"{_model_name(now)}: one run's replays share one verifier, so that their differences compare views. "
+            "Pass --fresh to replace them, or replay a copy of the run folder")
+    rows_of: dict[str, list[dict[str, Any]]] = {}
+    for r in runs.read_rows_if(run, runs.REPLAY_SCORES):
+        rows_of.setdefault(r["setting"], []).append(r)
+    return rows_of, old
+
+
+def _model_name(identity: Any) -> str:
+    return str(identity.get("model")) if isinstance(identity, dict) else str(identity)
+
+
+def _refreshed(rows: list[dict[str, Any]], cases: dict[str, Case], rule: str) -> list[dict[str, Any]] | None:
+    """An earlier setting's rows under this replay's answer key and combine rule (their scores
+    kept), or None when they no longer cover the run's writes (it was scanned again since)."""
+    if sorted(r["write_id"] for r in rows) != sorted(cases):
+        return None
+    split = get_view(rows[0]["view"]).split if rows else False
+    out = []
+    for r in rows:
+        c = cases[r["write_id"]]
+        parts = r.get("parts") or []
+        score = r["score"]
+        if split and parts and all(isinstance(p, int | float) for p in parts):
+            score = combine(parts, rule)
+        out.append({**r, "truth": c.truth, "excluded": c.excluded, "repaired": c.repaired, "score": score})
+    return out
+
+
 def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, rule: str = "min",
            point: str = "auto", noise: Sequence[int] = (), chunk: int = 16,
-           reference: str = "model",
+           reference: str = "model", fresh: bool = False,
            progress: Callable[[str, int, int], None] = lambda *_: None) -> dict[str, Any]:
     """Score every (view, evidence) setting, decide at the operating point, and report against the
-    answer key `reference` (model, human or gold labels of the expanded view)."""
+    answer key `reference` (model, human or gold labels of the expanded view). The run's earlier
+    replayed settings are kept (their scores, under this replay's answer key, combine rule and
+    operating point); a setting replayed again replaces only itself; `fresh` drops them all."""
     from pathlib import Path
 
     run = Path(run)
     runs.require(run, (runs.LABELS, runs.VIEWS, runs.OBLIGATIONS), f"run `derivaudit scan ... -o {run}` first")
     check_options(rule, point, reference, run)
+    earlier, old_report = earlier_replays(run, backend, fresh)
     by_evidence = {ev: load_cases(run, ev, reference) for ev in {ev for _, ev in settings}}
     qa: dict[str, list[tuple[str, str]]] = {}
     if any(get_view(v).needs_qa for v, _ in settings):
@@ -426,7 +471,7 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
             qa.update(zip([c.write_id for c in part], qa_pairs(backend, [c.record for c in part]), strict=True))
             progress("QA questions", len(part), len(records))
     all_rows: list[dict[str, Any]] = []
-    report: dict[str, Any] = {"settings": {}, "operating_point": point, "combine": rule}
+    report: dict[str, Any] = {"settings": {}, "operating_point": point, "combine": rule, "kept": [], "dropped": []}
     cases_of: dict[str, tuple[View, list[Case]]] = {}
     for view_name, ev in settings:
         view = get_view(view_name)
@@ -444,6 +489,22 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
                                      "excluded": c.excluded, "repaired": c.repaired, "score": score,
                                      "parts": parts})
         progress("scoring", min(chunk, total - start), total)
+    new_keys = set(rows_of)
+    kept: dict[str, list[dict[str, Any]]] = {}
+    for key, rows in earlier.items():
+        if key in new_keys:
+            continue
+        ev = key.split("/", 1)[1]
+        if ev not in by_evidence:
+            by_evidence[ev] = load_cases(run, ev, reference)
+        fresh_rows = _refreshed(rows, {c.write_id: c for c in by_evidence[ev]}, rule)
+        if fresh_rows is None:
+            report["dropped"].append(key)
+        else:
+            kept[key] = fresh_rows
+            report["kept"].append(key)
+    rows_of = {**{k: kept.get(k, rows_of.get(k)) for k in earlier if k in kept or k in rows_of},
+               **{k: v for k, v in rows_of.items() if k not in earlier}}
     used = resolve_point([r for rows in rows_of.values() for r in rows], point)  # one point per verifier
     report["operating_point_used"] = used
     report["reference"] = {"labels": reference, "view": REFERENCE,
@@ -459,6 +520,9 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
         report["noise"] = noise_probe(run, backend, rows_of, noise, rule,
                                       by_evidence.get("expanded") or load_cases(run, "expanded", reference))
         progress("noise probe", 1, 1)
+    elif old_report.get("noise") and not report["dropped"] and old_report.get("combine") == rule \
+            and old_report.get("reference", {}).get("labels") == reference:
+        report["noise"] = old_report["noise"]  # made on these writes, with this answer key and rule
     report["model"] = backend.identity()
     report["usage"] = usage_report(backend)  # the verifier's work for this replay, kept with its results
     runs.write_rows(run, runs.REPLAY_SCORES, [{k: _finite(v) for k, v in r.items()} for r in all_rows])

@@ -13,6 +13,7 @@ so `report`, `export` and `replay` never import the scan pipeline just to read a
     RUN/review_sample.json   the blinded review sample's key (written by review sample)
     RUN/review.jsonl         reviewers' D/E/R answers (written by review import)
     RUN/rubric.json          rubric stability (annotate --rubric b; A's answers in rubric_b.jsonl)
+    RUN/reuse.json           per stage: the settings and per-row keys its rows were made with (incremental.py)
     RUN/checksums.json       rows, bytes and sha256 of every file above, checked on every read
     RUN/.lock                held (flock) by the command writing the run; names its PID
 
@@ -46,6 +47,7 @@ REVIEW_SAMPLE = "review_sample.json"
 REVIEW = "review.jsonl"
 RUBRIC = "rubric.json"
 LIFECYCLE = "lifecycle.jsonl"  # scan: one row per deletion, invalidation or update judged (issue 31)
+REUSE = "reuse.json"  # scan: what a later scan of a grown log may take from this one (incremental.py)
 CHECKSUMS = "checksums.json"
 LOCK = ".lock"
 

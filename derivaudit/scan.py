@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, calibrate, conflicts, gold, runs, sampling, templates
+from . import __version__, calibrate, conflicts, gold, incremental, runs, sampling, templates
 from .annotate import (
     PARSE_RULES,
     SUBSET_RULES,
@@ -172,6 +172,11 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
     run = Path(run)
     run.mkdir(parents=True, exist_ok=True)
     with runs.lock(run) as stale, contextlib.ExitStack() as stack:
+        why = another_log(run, log)
+        if why:
+            raise runs.RunError(f"{run} holds the audit of another version of this log ({why}): its results are "
+                                "not mixed with a different store's; scan into a new folder (-o NEW_FOLDER), or "
+                                "delete this one to start over")
         if stale:
             notify(f"a previous scan (pid {stale}) stopped before it finished; resuming from its files")
         if annotators is None:
@@ -179,6 +184,13 @@ def scan(log: MemoryLog, run: str | Path, annotators: tuple[Annotator, Annotator
                 pool = stack.enter_context(contextlib.closing(ModelPool(cache=cfg.use_cache)))
             annotators = open_annotators(pool, cfg.models)
         return _scan(log, run, annotators, cfg, input_files, progress, notify)
+
+
+def another_log(run: str | Path, log: MemoryLog) -> str | None:
+    """Why the run folder holds the audit of a log that `log` did not grow from (None when it is
+    the same log, a grown one, or a run made before logs were digested)."""
+    old = load_meta(run).get("log_digest")
+    return incremental.not_grown(old, log) if isinstance(old, dict) else None
 
 
 def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Annotator], cfg: ScanConfig,
@@ -195,8 +207,9 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
 
     meta = load_meta(run)
     started = time.time()
+    digest = incremental.digest(log)
     input_hash = _fp([hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in input_files]) \
-        if input_files else _fp([(w.write_id, w.text, w.citations) for w in log.writes])
+        if input_files else _fp(digest)
     writes = select_writes(log, cfg)
     meta.update({
         "derivaudit": __version__, "input_files": [str(f) for f in input_files], "input_sha": input_hash,
@@ -207,10 +220,13 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
         "evidence": cfg.evidence.to_dict(),
         "annotators": {x.role: x.describe() for x in annotators},
         "skipped_records": [p.to_dict() for p in log.skipped],
+        "log_digest": digest,
     })
     meta["config"] = cfg.to_dict()
     meta.pop("cli", None)
     timings: dict[str, float] = meta.setdefault("timings", {})
+    reuse = incremental.Reuse(run, notify)
+    reused: dict[str, int] = {}  # stage -> rows taken from the earlier scan of this run
 
     # -- views
     t0 = time.time()
@@ -218,6 +234,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
     st = Stage(run, "views", fp_views, meta)
     ids = {w.write_id for w in writes}
     views: list[Views] = list(build_views(log, cfg.evidence, ids))
+    keys = {v.write.write_id: incremental.write_key(v.to_dict(), v.write) for v in views}
     if not done(st):
         st.finish([v.to_dict() for v in views])
     progress("views", len(views), len(views))
@@ -228,13 +245,18 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
 
     # -- obligations
     t0 = time.time()
-    fp_obl = _fp(fp_views, a.backend.identity(), prompts_fingerprint("decompose"), PARSE_RULES)
+    set_obl = _fp(a.backend.identity(), prompts_fingerprint("decompose"), PARSE_RULES)
+    fp_obl = _fp(fp_views, set_obl)
     st = Stage(run, "obligations", fp_obl, meta)
     if done(st):
         decs = [Decomposition.from_dict(r) for r in st.load()]
+        reused["obligations"] = len(decs)
         progress("obligations", len(decs), len(writes))
     else:
         have = {r["write_id"]: Decomposition.from_dict(r) for r in st.resumed()}
+        old = reuse.usable("obligations", set_obl, keys) - set(have)
+        have.update((r["write_id"], Decomposition.from_dict(r)) for r in reuse.rows("obligations", old))
+        reused["obligations"] = len(old)
         progress("obligations", len(have), len(writes))
         todo = [w for w in writes if w.write_id not in have]
         with st.appender() as append:
@@ -244,17 +266,26 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
                 have.update((d.write_id, d) for d in part)
                 progress("obligations", len(part), len(writes))
         decs = [have[w.write_id] for w in writes]
+        reuse.forget("obligations")
         st.finish([d.to_dict() for d in decs])
+    reuse.remember("obligations", set_obl, keys)
     timings["obligations"] = round(time.time() - t0, 3)
     save_meta(run, meta)
     if cfg.until == "obligations":
         return {}
 
     # -- calibration: each annotator's E, R and S thresholds from items of known answer, built from
-    # the log itself (default), the packaged corpus (scored once per judge) or the user's own file
+    # the log itself (default), the packaged corpus (scored once per judge) or the user's own file;
+    # a run keeps its calibration while the judges and the corpus are the same (incremental.py)
     t0 = time.time()
     health = {}
-    if cfg.calibrate:  # all three roles in one call: roles on one model share each window's prefix
+    cal_key = _fp([(x.role, x.variant, x.backend.identity()) for x in annotators], cfg.calibrate,
+                  calibrate.corpus_name(cfg.calibrate_on))
+    kept = _kept_calibration(meta, cal_key, annotators)
+    if kept is not None:
+        health, slot_off = kept
+        notify("calibration kept from this run's earlier scan (same judges, same corpus)")
+    elif cfg.calibrate:  # all three roles in one call: roles on one model share each window's prefix
         cal_log = calibrate.corpus(cfg.calibrate_on, log)
         # S items role by role, stopping at the first that is moot (calibrate.add_slots)
         cals = calibrate.calibrate_many([(x.backend, x.variant, calibrate.adjudicator_task() if x is adj else None)
@@ -273,26 +304,33 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
         if slot_off:
             x.thresholds["s"] = math.inf  # never asked (annotate skips an unreachable threshold)
     meta["calibration"] = health
+    meta["calibration_key"] = cal_key
     meta["slot_check"] = "on" if not slot_off else f"off: {slot_off}"
     progress("calibration", 1, 1)
     timings["calibration"] = round(time.time() - t0, 3)
 
     # -- primitives (both views, two annotators, adjudication)
     t0 = time.time()
-    fp_prim = _fp(fp_obl, [x.describe() for x in annotators],
-                  prompts_fingerprint("der_", "adjudicate", "evidence", "null_"), RULES, SUBSET_RULES)
+    set_prim = _fp([x.describe() for x in annotators],
+                   prompts_fingerprint("der_", "adjudicate", "evidence", "null_"), RULES, SUBSET_RULES)
+    fp_prim = _fp(fp_obl, set_prim)
     st = Stage(run, "primitives", fp_prim, meta)
     by_write = {d.write_id: d for d in decs}
     view_of = {v.write.write_id: v for v in views}
+    prim_keys = {w: _fp(k, by_write[w].to_dict()) for w, k in keys.items()}
     if done(st):
         prim_rows = st.load()
+        reused["primitives"] = len(writes)
         progress("primitives", len(writes), len(writes))
     else:
         done_rows = st.resumed()
         finished = {r["write_id"] for r in done_rows if r.get("_last")}
         prim_rows = [r for r in done_rows if r["write_id"] in finished]
-        progress("primitives", len(finished), len(writes))
-        todo = [w for w in writes if w.write_id not in finished]
+        old = reuse.usable("primitives", set_prim, prim_keys) - finished
+        kept_rows = reuse.rows("primitives", old)  # settled already: the rules work write by write
+        reused["primitives"] = len(old)
+        progress("primitives", len(finished) + len(old), len(writes))
+        todo = [w for w in writes if w.write_id not in finished and w.write_id not in old]
         with st.appender() as append:
             for start in range(0, len(todo), chunk):
                 part = todo[start : start + chunk]
@@ -306,12 +344,18 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
                 append(rows)
                 prim_rows.extend(rows)
                 progress("primitives", len(part), len(writes))
-        order = {w.write_id: i for i, w in enumerate(writes)}
-        prim_rows.sort(key=lambda r: (order[r["write_id"]], VIEW_NAMES.index(r["view"]), r["obligation_id"]))
         for r in prim_rows:
             r.pop("_last", None)
-        prim_rows = settled(prim_rows, *settle_inputs(log, writes, views, decs))
+        prim_rows = settled(prim_rows, *settle_inputs(log, writes, views, decs)) + kept_rows
+        order = {w.write_id: i for i, w in enumerate(writes)}
+        prim_rows.sort(key=lambda r: (order[r["write_id"]], VIEW_NAMES.index(r["view"]), r["obligation_id"]))
+        reuse.forget("primitives")
         st.finish(prim_rows)
+        if old:
+            notify(f"{len(old)} of {len(writes)} writes judged by this run's earlier scan, unchanged with their "
+                   f"evidence: kept; the other {len(writes) - len(old)} judged now")
+    reuse.remember("primitives", set_prim, prim_keys)
+    meta["reused"] = reused
     timings["primitives"] = round(time.time() - t0, 3)
     save_meta(run, meta)
     if cfg.until == "primitives":
@@ -327,7 +371,7 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
                      "skipped_records": len(log.skipped), "seconds": round(time.time() - started, 2),
                      "judged_by": {x.role: f"{x.backend.identity().get('model')} ({x.backend.name})"
                                    for x in annotators}}
-    life = _lifecycle(log, run, (a, b, adj), cfg, meta, labels, decs, fp_prim, done, progress)
+    life = _lifecycle(log, run, (a, b, adj), cfg, meta, labels, decs, fp_prim, done, progress, reuse)
     if life is not None:
         report["lifecycle"] = life
         timings["lifecycle"] = meta["timings"].get("lifecycle", 0.0)
@@ -346,10 +390,25 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
     return report
 
 
+def _kept_calibration(meta: dict[str, Any], key: str, annotators: Sequence[Annotator]
+                      ) -> tuple[dict[str, Any], str | None] | None:
+    """The calibration an earlier scan of this run made with the same judges and corpus, applied to
+    `annotators` (health, why the slot check is off); None when there is none to keep."""
+    health = meta.get("calibration")
+    slot = meta.get("slot_check")
+    if meta.get("calibration_key") != key or not isinstance(health, dict) or not isinstance(slot, str) \
+            or any(x.role not in health for x in annotators):
+        return None
+    for x in annotators:
+        x.thresholds = {k: calibrate.usable(calibrate.Threshold.from_dict(t))
+                        for k, t in health[x.role]["thresholds"].items()}
+    return health, None if slot == "on" else slot.removeprefix("off: ")
+
+
 def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Annotator], cfg: ScanConfig,
                meta: dict[str, Any], labels: Sequence[dict[str, Any]],
                decs: Sequence[Decomposition], fp_prim: str, done: Callable[[Stage], bool],
-               progress: Progress) -> dict[str, Any] | None:
+               progress: Progress, reuse: incremental.Reuse) -> dict[str, Any] | None:
     """The lifecycle stage (issue 31): every deletion, invalidation and update of the selected
     conversations judged against the turns after its target's write; None when the log has none."""
     from . import lifecycle
@@ -368,21 +427,33 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
     if done(st):
         rows = st.load()
     else:
-        if cfg.calibrate:
+        asked = ("e", "r") if lifecycle.asks_forget(log, cases) else ("r",)  # F only where it is asked
+        cal_key = _fp(meta.get("calibration_key"), asked)
+        kept = meta.get("lifecycle_calibration") if meta.get("lifecycle_calibration_key") == cal_key else None
+        if cfg.calibrate and isinstance(kept, dict) and all(x.role in kept for x in annotators):
+            for x in annotators:
+                x.thresholds.update({k: calibrate.usable(calibrate.Threshold.from_dict(t))
+                                     for k, t in kept[x.role]["thresholds"].items()})
+        elif cfg.calibrate:
             cal_log = calibrate.corpus(cfg.calibrate_on, log)
-            asked = ("e", "r") if lifecycle.asks_forget(log, cases) else ("r",)  # F only where it is asked
             for x, c in zip((a, b, adj), lifecycle.calibrate([(a, False), (b, False), (adj, True)], cal_log,
                                                              asked=asked), strict=True):
                 x.thresholds.update({k: calibrate.usable(t) for k, t in c["thresholds"].items()})
                 meta.setdefault("lifecycle_calibration", {})[x.role] = {
                     **c, "thresholds": {k: t.to_dict() for k, t in c["thresholds"].items()}}
+            meta["lifecycle_calibration_key"] = cal_key
         obligations = {d.write_id: d.obligations for d in decs}
         missing = list({c.target.write_id: c.target for c in cases if c.target.write_id not in obligations}.values())
         for d in decompose(a.backend, missing) if missing else []:
             obligations[d.write_id] = d.obligations
         write_labels = {r["write_id"]: r["expanded_label"] for r in labels}
         obligation_labels = {o: x for r in labels for o, x in r.get("expanded", {}).get("obligations", {}).items()}
+        settings = _fp([x.describe() for x in annotators], prompts_fingerprint("op_", "adjudicate_op", "der_",
+                                                                               "adjudicate"), lifecycle.RULES)
+        keys = {c.case_id: _case_key(log, c, obligations, write_labels, obligation_labels) for c in cases}
         have = {r["case_id"]: r for r in st.resumed()}
+        old = reuse.usable("lifecycle", settings, keys) - set(have)
+        have.update((r["case_id"], r) for r in reuse.rows("lifecycle", old, "case_id"))
         progress("lifecycle", len(have), len(cases))
         with st.appender() as append:  # one case per round: a kill loses at most the case in flight
             for c in cases:
@@ -394,10 +465,25 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
                 have.update((r["case_id"], r) for r in got)
                 progress("lifecycle", 1, len(cases))
         rows = [have[c.case_id] for c in cases]
+        reuse.forget("lifecycle")
         st.finish(rows)
+        reuse.remember("lifecycle", settings, keys)
     meta.setdefault("timings", {})["lifecycle"] = round(time.time() - t0, 3)
     save_meta(run, meta)
     return summarize(rows)
+
+
+def _case_key(log: MemoryLog, c: Any, obligations: dict[str, Any], write_labels: dict[str, Any],
+              obligation_labels: dict[str, Any]) -> str:
+    """What the judgement of one lifecycle operation depends on besides settings: the operation, its
+    writes, the conversation up to its point, and its target's obligations and labels."""
+    conv = log.conversations[c.conversation_id]
+    target = c.target.write_id
+    obls = [(o.obligation_id, o.text) for o in obligations.get(target, [])]
+    return _fp(c.case_id, c.kind, c.point, c.origin, c.time, list(c.citations),
+               [incremental.record(w) if w else None for w in (c.target, c.successor, c.new)],
+               [incremental.record(t) for t in conv.turns[: conv.position[c.point] + 1]], obls,
+               write_labels.get(target), [obligation_labels.get(o) for o, _ in obls])
 
 
 def usage_by_backend(annotators: Sequence[Annotator]) -> list[dict[str, Any]]:

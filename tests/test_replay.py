@@ -282,6 +282,52 @@ def test_every_setting_is_scored_against_the_expanded_reference(tmp_path):
     assert {d["n"] for d in rep["differences"] if d["metric"] == "unsupported_admitted"} == {2}
 
 
+def test_replays_accumulate_one_setting_replacing_only_itself(tmp_path):
+    from derivaudit import runs
+    from derivaudit.replay import replay
+
+    run = _crafted_run(tmp_path / "run", W)
+    scores = {f"record w{i}.": s for i, s in enumerate([0, 2.0, 3.0, -1.0, -2.0, -3.0, 1.0])}
+    first = replay(run, ScriptedVerifier(scores), [("holistic", "expanded")], point="argmax")
+    kept_rows = [r for r in read_jsonl(run / "replay_scores.jsonl") if r["setting"] == "holistic/expanded"]
+    be = ScriptedVerifier(scores)
+    rep = replay(run, be, [("obligation", "expanded")], point="argmax")
+    assert list(rep["settings"]) == ["holistic/expanded", "obligation/expanded"] and rep["kept"] == ["holistic/expanded"]
+    assert rep["settings"]["holistic/expanded"] == first["settings"]["holistic/expanded"]
+    assert all("record w" in p.text and "obligation" in p.text.lower() for p in be.seen)  # only the new view asked
+    assert [r for r in read_jsonl(run / "replay_scores.jsonl") if r["setting"] == "holistic/expanded"] == kept_rows
+    assert {(d["from"], d["to"]) for d in rep["differences"]} == {("holistic/expanded", "obligation/expanded")}
+    # the same setting again replaces itself (new scores), the other stays
+    rep = replay(run, ScriptedVerifier({k: -v for k, v in scores.items()}), [("holistic", "expanded")],
+                 point="argmax")
+    assert list(rep["settings"]) == ["holistic/expanded", "obligation/expanded"]
+    rows = read_jsonl(run / "replay_scores.jsonl")
+    assert len(rows) == 2 * len(W)
+    assert [r["score"] for r in rows if r["setting"] == "holistic/expanded"] == [-r["score"] for r in kept_rows]
+    # another verifier is refused, naming both; --fresh replaces every earlier replay
+
+    class Other(ScriptedVerifier):
+        def identity(self):
+            return {"backend": self.name, "model": "another"}
+
+    with pytest.raises(runs.RunError, match="replays by scripted, and this verifier is another.*--fresh"):
+        replay(run, Other(scores), [("holistic", "citation_only")], point="argmax")
+    rep = replay(run, Other(scores), [("holistic", "citation_only")], point="argmax", fresh=True)
+    assert list(rep["settings"]) == ["holistic/citation_only"] and rep["kept"] == []
+
+
+def test_a_kept_replay_follows_the_new_answer_key(tmp_path):
+    from derivaudit.replay import replay
+
+    gold = [{**w, "gold": "unsupported"} for w in W]
+    run = _crafted_run(tmp_path / "run", gold)
+    scores = {f"record w{i}.": s for i, s in enumerate([0, 2.0, 3.0, -1.0, -2.0, -3.0, 1.0])}
+    replay(run, ScriptedVerifier(scores), [("holistic", "expanded")], point="argmax")
+    rep = replay(run, ScriptedVerifier(scores), [("holistic", "citation_only")], point="argmax", reference="gold")
+    kept = rep["settings"]["holistic/expanded"]
+    assert kept["n_pos"] == 0 and kept["n_neg"] == rep["settings"]["holistic/citation_only"]["n_neg"]
+
+
 def test_auto_picks_one_operating_point_for_all_settings_of_a_verifier(tmp_path):
     from derivaudit.replay import replay
 

@@ -114,6 +114,23 @@ def _check_outputs(command: str, kwargs: dict[str, Any]) -> None:
         raise OutputError(f"{outs[1]}: -o and --html name the same file")
 
 
+def pick_run(run: Path | None) -> Path:
+    """RUN as given, else the most recent run folder under ./runs/, said on stderr (RunError, exit
+    2, when there is none)."""
+    if run is not None:
+        return run
+    from ..workspace import RUNS, latest
+
+    chosen, found = latest()
+    if len(found) == 1:
+        err.print(f"using {escape(str(chosen))} (the only run folder under {RUNS}/)")
+    else:
+        err.print(f"using {escape(str(chosen))}, the most recent of {len(found)} run folders under {RUNS}/ ("
+                  + ", ".join(escape(str(p)) for p in found[1:4]) + (", ..." if len(found) > 4 else "")
+                  + "); name another as RUN")
+    return chosen
+
+
 def _report_skipped(log: MemoryLog) -> None:
     if not log.skipped:
         return

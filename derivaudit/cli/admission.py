@@ -31,6 +31,7 @@ from ._common import (
     handles_bad_input,
     model_options,
     out,
+    pick_run,
     print_json,
 )
 
@@ -85,7 +86,8 @@ def check(
 @handles_bad_input
 @model_options("verifier")
 def replay(
-    run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
+    run: Annotated[Path | None, typer.Argument(help="A run folder made by scan; default: the most recent under "
+                                               "./runs/.", show_default=False)] = None,
     view: Annotated[str | None, typer.Option("--view", help="A view, a comma list, or all.")] = None,
     evidence: Annotated[str, typer.Option("--evidence", help="expanded, citation_only or both (for --view).")]
     = "expanded",
@@ -98,17 +100,22 @@ def replay(
     reference: Annotated[str, typer.Option("--reference", help="The answer key: model (scan's labels, as the "
                                            "paper), human (review import) or gold (meta.gold in the log); "
                                            "always the expanded view's label.")] = "model",
+    fresh: Annotated[bool, typer.Option("--fresh", help="Discard the run's earlier replays first (without it they "
+                                        "are kept and shown beside this one; the same setting replaces itself).")]
+    = False,
     models: Any = None,
     use_cache: bool = True,
     format: FmtOpt = Fmt.table,
 ) -> None:
-    """Step 3: would a write-time verifier keep the valid memories and reject the unsupported ones?"""
+    """Step 3: would a write-time verifier keep the valid memories and reject the unsupported ones? Replays add
+    to the run's earlier ones (one verifier per run; the same setting again replaces itself)."""
     from .. import runs
     from ..replay import check_options, parse_noise, parse_settings
     from ..replay import replay as run_replay
     from ..report.table import print_replay
 
     roles = models
+    run = pick_run(run)
     try:
         settings = parse_settings(view, evidence, setting)
         levels = parse_noise(noise)
@@ -120,7 +127,13 @@ def replay(
         be = pool.get(roles.spec("verifier"))
         with _progress() as bar:
             report = run_replay(run, be, settings, rule=combine_rule, point=point, noise=levels,
-                                reference=reference, progress=_stage_progress(bar))
+                                reference=reference, fresh=fresh, progress=_stage_progress(bar))
+    if report["kept"]:
+        err.print("kept from this run's earlier replays: " + ", ".join(map(escape, report["kept"]))
+                  + " (decided again with this replay's answer key and operating point)")
+    if report["dropped"]:
+        err.print("[yellow]dropped[/yellow] earlier replays made before the run was scanned again: "
+                  + ", ".join(map(escape, report["dropped"])) + "; replay them again to see them")
     if format is Fmt.json:
         print_json(report)
     else:

@@ -17,11 +17,13 @@ from ._common import (
     Fmt,
     FmtOpt,
     History,
+    ReportFmt,
     SkipInvalid,
     _backend_errors,
     _bad,
     _load,
     _pool,
+    _print_gates,
     _progress,
     _stage_progress,
     app,
@@ -29,6 +31,7 @@ from ._common import (
     handles_bad_input,
     model_options,
     out,
+    pick_run,
     print_json,
 )
 
@@ -40,8 +43,9 @@ app.add_typer(review_app, name="review")
 @review_app.command("sample")
 @handles_bad_input
 def review_sample(
-    run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The review sheet to write (CSV, atomic).")],
+    run: Annotated[Path | None, typer.Argument(help="A run folder made by scan; default: the most recent under "
+                                               "./runs/.", show_default=False)] = None,
     per_stratum: Annotated[int, typer.Option("--per-stratum", min=1, help="Rows per stratum (view x label, "
                                              "repaired, multi-passage).")] = 25,
     budget: Annotated[int | None, typer.Option(
@@ -58,6 +62,7 @@ def review_sample(
     from ..review import ReviewError, sample
     from ..runs import lock
 
+    run = pick_run(run)
     try:
         with lock(run):
             doc = (reference.sample(run, output, budget=budget, seed=seed, bom=bom) if budget is not None
@@ -114,7 +119,10 @@ def review_import(
 @model_options(*SCAN_ROLES)
 def scan(
     files: Files,
-    run: Annotated[Path, typer.Option("-o", "--run", help="Run folder (created; resumed if it exists).")],
+    run: Annotated[Path | None, typer.Option(
+        "-o", "--run", help="Run folder (created; resumed if it exists). Default: runs/<LOG's name without its "
+        "extension>, reused when it holds this log's earlier scan (a log that grew: only new writes are judged), "
+        "else runs/<name>-2, -3, ... (another version of the log is never mixed into an old run).")] = None,
     history: History = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N writes.", min=1)] = None,
     conversation: Annotated[list[str] | None, typer.Option("--conversation", help="Only this conversation "
@@ -139,12 +147,23 @@ def scan(
         "turns, paid for on every new log), packaged (a hand-written corpus, scored once per model and then "
         "cached: cheaper, but its thresholds were worse on LoCoMo, see docs/benchmarks.md), or the path of a "
         "memory log of your own in your data's style.")] = "log",
-    format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
+    format: Annotated[ReportFmt, typer.Option(
+        "--format", help="On stdout: table or json (the scan's report), or md, csv, junit, html (the whole report, "
+        "as `derivaudit report` writes it, with one JUnit test case per --fail-if gate).")] = ReportFmt.table,
+    fail_if: Annotated[list[str] | None, typer.Option(
+        "--fail-if", help="Gate the scan, e.g. \"unsupported.corrected>0.30\": exit 1 when it holds (repeatable; "
+        "the metrics of `derivaudit report`, checked before any model work; replay metrics need `replay`).")]
+    = None,
 ) -> None:
     """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
     from ..calibrate import CORPORA
+    from ..report.gates import check_scan_gates
     from ..scan import UNTIL, ScanConfig
 
+    try:
+        check_scan_gates(fail_if or [])
+    except ValueError as e:
+        _bad(str(e))
     if until not in UNTIL:
         _bad(f"--until must be one of {', '.join(UNTIL)}, not {until!r}")
     if calibrate_on not in CORPORA:
@@ -157,18 +176,25 @@ def scan(
                      files=[str(f.resolve()) for f in files], history=[str(h.resolve()) for h in history or []],
                      use_cache=use_cache, skip_invalid=skip_invalid, allow_empty=allow_empty,
                      calibrate_on=calibrate_on)
-    _run_scan(cfg, run, format)
+    if fail_if and until != "labels":
+        _bad(f"--fail-if gates the labels; --until {until} stops before them")
+    _run_scan(cfg, run, format.value, fail_if or [])
 
 
-def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
+def _run_scan(cfg: Any, run: Path | None, format: str, fail_if: list[str] | None = None) -> None:
     """The body of scan, decompose and annotate: one pipeline, stopped after `cfg.until`."""
-    from ..report.table import print_lifecycle, print_rubric, print_scope
     from ..sampling import SampleError
     from ..scan import scan as run_scan
     from ..scan import select_writes
 
     files, history = [Path(f) for f in cfg.files], [Path(h) for h in cfg.history]
     log = _load(files, history, cfg.skip_invalid)
+    if run is None:
+        from ..workspace import scan_folder
+
+        run, why = scan_folder(files, log)
+        if why:
+            err.print(f"[yellow]note[/yellow]: {escape(why)}: scanning into {escape(str(run))}")
     unknown = sorted(set(cfg.conversations or []) - set(log.conversations))
     if unknown:
         _bad(f"unknown conversation(s): {', '.join(unknown)}")
@@ -186,23 +212,38 @@ def _run_scan(cfg: Any, run: Path, format: Fmt) -> None:
     if not report:
         err.print(f"stopped after {cfg.until}; files in {escape(str(run))}")
         return
-    if format is Fmt.json:
-        print_json(report)
-    else:
-        print_scope(out, report)
-        if cfg.until == "labels":  # the judge's rates corrected, or a line saying they are not
-            from ..report import build as build_report
-            from ..report.table import print_trust
+    gates = _scan_report(run, report, format, fail_if or [])
+    judges: dict[str, list[str]] = {}
+    for role, model in report["run"].get("judged_by", {}).items():
+        judges.setdefault(model, []).append(role)
+    err.print("judged by: " + "; ".join(f"{escape(m)} as {', '.join(r)}" for m, r in judges.items()))
+    err.print(f"run folder: {escape(str(run))} ({report['run']['writes']} writes, "
+              f"{report['run']['seconds']:.0f} s)")
+    _print_gates(gates)
 
-            print_trust(out, build_report(run))
+
+def _scan_report(run: Path, report: dict[str, Any], format: str, fail_if: list[str]) -> list[dict[str, Any]]:
+    """The scan's output on stdout in `format`, and its gates evaluated (not yet printed)."""
+    import sys
+
+    from .. import report as rep
+    from ..report.table import print_lifecycle, print_rubric, print_scope, print_trust
+
+    doc = rep.build(run) if fail_if or format not in ("json",) else None
+    gates = rep.evaluate_gates(doc, fail_if) if doc is not None else []
+    if doc is not None:
+        doc["gates"] = gates
+    if format == "json":
+        print_json(report)
+    elif format == "table":
+        print_scope(out, report)
+        print_trust(out, doc)  # the judge's rates corrected, or a line saying they are not
         print_rubric(out, report.get("rubric"))
         print_lifecycle(out, report.get("lifecycle"))
-        judges: dict[str, list[str]] = {}
-        for role, model in report["run"].get("judged_by", {}).items():
-            judges.setdefault(model, []).append(role)
-        err.print("judged by: " + "; ".join(f"{escape(m)} as {', '.join(r)}" for m, r in judges.items()))
-        err.print(f"run folder: {escape(str(run))} ({report['run']['writes']} writes, "
-                  f"{report['run']['seconds']:.0f} s)")
+    else:
+        sys.stdout.buffer.write(rep.render(doc, format, gates))
+        sys.stdout.buffer.flush()
+    return gates
 
 
 def _stage_command(run: Path, until: str, format: Fmt, rubric: str | None = None) -> None:
@@ -213,7 +254,7 @@ def _stage_command(run: Path, until: str, format: Fmt, rubric: str | None = None
     if cfg is None:
         _bad(f"{run} is not a run folder made by `derivaudit scan` (no meta.json with its settings)")
     cfg.rubric = rubric
-    _run_scan(cfg, run, format)
+    _run_scan(cfg, run, format.value)
 
 
 RunArg = Annotated[Path, typer.Argument(help="A run folder started by `derivaudit scan ... --until views`.")]
@@ -251,13 +292,23 @@ class Level(StrEnum):
 @app.command()
 @handles_bad_input
 def export(
-    run: Annotated[Path, typer.Argument(help="A run folder made by scan.")],
-    output: Annotated[Path, typer.Argument(help="CSV file to write (atomic).")],
+    run: Annotated[Path, typer.Argument(help="A run folder made by scan (default: the most recent under ./runs/), "
+                                        "then the CSV file to write; with one path, that path is the CSV file.",
+                                        metavar="[RUN] OUTPUT", show_default=False)],
+    output: Annotated[Path | None, typer.Argument(help="CSV file to write (atomic).", metavar="",
+                                                  show_default=False)] = None,
     level: Annotated[Level, typer.Option("--level", help="One row per write or per obligation x view.")]
     = Level.write,
 ) -> None:
     """Reference labels as CSV: ids, text, view, label, primitives of A, B and adjudicator, cited passages."""
     from ..export import export_csv
+    from ..io import check_output
+    from ..workspace import is_run
 
+    if output is None:
+        if run.is_dir() and is_run(run):
+            _bad(f"{run} is a run folder: name the CSV file to write too, e.g. `derivaudit export {run} labels.csv`")
+        run, output = pick_run(None), run
+    check_output(output, [run])
     n = export_csv(run, output, level.value)
     err.print(f"wrote {n} rows to {escape(str(output))}")

@@ -19,13 +19,15 @@ from ._common import (
     err,
     handles_bad_input,
     out,
+    pick_run,
 )
 
 
 @app.command()
 @handles_bad_input
 def report(
-    run: Annotated[Path, typer.Argument(help="A run folder made by scan (and optionally replay).")],
+    run: Annotated[Path | None, typer.Argument(help="A run folder made by scan (and optionally replay); default: "
+                                               "the most recent under ./runs/.", show_default=False)] = None,
     format: Annotated[ReportFmt, typer.Option("--format", help=REPORT_FORMAT_HELP)]
     = ReportFmt.table,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here (atomic) instead of stdout.")]
@@ -42,6 +44,7 @@ def report(
     from .. import report as rep
     from ..report.table import print_report
 
+    run = pick_run(run)
     try:
         doc = rep.build(run, min_confidence=min_confidence)
         if baseline is not None:

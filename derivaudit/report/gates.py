@@ -35,6 +35,19 @@ def parse_gate(expr: str, known: Iterable[str] | None = None) -> tuple[str, str,
     return name, op, float(value) / (100 if pct else 1)
 
 
+REPLAY_METRICS = ("unsupported_admitted", "valid_kept", "auc")  # what only `replay` measures
+
+
+def check_scan_gates(exprs: Sequence[str]) -> None:
+    """Gates given to `scan`: well formed, known, and not about a replay that a scan does not make
+    (ReportError naming the expression), so a typo fails before any model work."""
+    for e in exprs:
+        name = parse_gate(e)[0]
+        if name.split("@", 1)[0].split(".", 1)[0] in REPLAY_METRICS:
+            raise ReportError(f"--fail-if {e!r}: {name} is measured by `derivaudit replay`, which scan does not run; "
+                              "gate it with `derivaudit report --fail-if` after the replay")
+
+
 def evaluate_gates(report: dict[str, Any], exprs: Sequence[str]) -> list[dict[str, Any]]:
     """Each gate fails when its expression holds. With a baseline the gate reads the change. A
     metric this run cannot tell (no replay, no negatives), and every gate of a run of zero writes,
