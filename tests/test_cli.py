@@ -356,3 +356,108 @@ def test_the_progress_line_shows_items_per_minute_without_the_resumed_ones():
     task.start_time -= 30  # 30 s later, 3 more writes
     report("primitives", 3, 100)
     assert RateColumn().render(bar.tasks[0]).plain == "6.0/min"
+
+
+@pytest.mark.slow
+def test_the_users_brief_as_typed(tmp_path, monkeypatch, fixtures):
+    """The brief's usages exactly as typed, in a fresh directory, on the README's demo log: scan
+    without -o, replay without RUN, a report gating CI (JUnit and exit code), labels to CSV; then
+    the same scan again (reused), a grown log (only the new write judged), and several runs."""
+    import os
+    import shutil
+    import xml.etree.ElementTree as ET
+
+    from derivaudit import runs
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(fixtures / "demo.jsonl", "memories.jsonl")
+
+    r = run("scan", "memories.jsonl")
+    assert r.exit_code == 0, r.output
+    assert "run folder: runs/memories (4 writes" in r.stderr
+    assert "citation_supported" in r.stdout  # the scope report on stdout, as with -o
+    labels = runs.read_rows("runs/memories", runs.LABELS)
+
+    r = run("replay", "--view", "obligation")
+    assert r.exit_code == 0, r.output
+    assert "using runs/memories (the only run folder under runs/)" in r.stderr
+    r = run("replay", "--setting", "holistic/expanded")
+    assert r.exit_code == 0, r.output
+    assert "kept from this run's earlier replays: obligation/expanded" in r.stderr
+    settings = runs.read_json("runs/memories", runs.REPLAY)["settings"]
+    assert list(settings) == ["obligation/expanded", "holistic/expanded"]
+
+    r = run("report", "--format", "junit", "--fail-if", "writes<10", "--fail-if", "unsupported>1")
+    assert r.exit_code == 1  # writes = 4 < 10 holds: the gate fails, so does the job
+    gates = {c.get("name"): c for c in ET.fromstring(r.stdout).iter("testcase")
+             if c.get("classname") == "derivaudit.gates"}
+    assert gates["writes<10"].find("failure").get("message") == "gate failed: writes = 4 < 10"
+    assert gates["unsupported>1"].find("failure") is None
+    r = run("report")
+    assert r.exit_code == 0 and "obligation/expanded" in r.stdout and "holistic/expanded" in r.stdout
+
+    r = run("export", "labels.csv")
+    assert r.exit_code == 0, r.output
+    assert "wrote 4 rows to labels.csv" in r.stderr
+    assert (tmp_path / "labels.csv").read_text(encoding="utf-8-sig").count("\n") >= 5
+
+    # one command gates CI: the scan again (its run reused, nothing judged), as JUnit
+    r = run("scan", "memories.jsonl", "--fail-if", "writes<10", "--format", "junit")
+    assert r.exit_code == 1 and "run folder: runs/memories" in r.stderr
+    assert any(c.get("name") == "writes<10" for c in ET.fromstring(r.stdout).iter("testcase"))
+    assert runs.read_json("runs/memories", runs.META)["reused"] == {"obligations": 4, "primitives": 4}
+
+    # the store grows: one write appended, only it is judged, the old labels stay
+    rows = [json.loads(x) for x in open("memories.jsonl")]
+    w = next(x for x in rows if x.get("type") == "write")
+    with open("memories.jsonl", "a") as fh:
+        fh.write(json.dumps({**w, "write_id": "grown-1", "text": w["text"] + " again"}) + "\n")
+    r = run("scan", "memories.jsonl")
+    assert r.exit_code == 0, r.output
+    assert "4 of 5 writes judged by this run's earlier scan" in r.stderr and "run folder: runs/memories" in r.stderr
+    assert runs.read_rows("runs/memories", runs.LABELS)[:4] == labels
+    r = run("replay", "--view", "obligation")
+    assert "dropped earlier replays made before the run was scanned again: holistic/expanded" in r.stderr
+
+    # several runs: the most recent is taken and the others named
+    shutil.copytree("runs/memories", "runs/older")
+    os.utime("runs/older/meta.json", (1_000_000_000, 1_000_000_000))
+    r = run("report", "--format", "json")
+    assert r.exit_code == 0
+    assert "using runs/memories, the most recent of 2 run folders under runs/ (runs/older); name another as RUN" \
+        in r.stderr
+    # a run in use by another process
+    with runs.lock("runs/memories"):
+        r = run("replay", "--view", "obligation")
+    assert r.exit_code == 2 and "runs/memories is in use by another derivaudit" in r.stderr
+
+
+def test_commands_without_a_run_say_how_to_make_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for args in (["replay", "--view", "obligation"], ["report"], ["export", "labels.csv"],
+                 ["review", "sample", "-o", "review.csv", "--budget", "4"]):
+        r = run(*args)
+        assert r.exit_code == 2, args
+        assert "no RUN given and there is no runs/ folder here: make one with `derivaudit scan LOG`" in r.stderr
+    assert not (tmp_path / "labels.csv").exists() and not (tmp_path / "review.csv").exists()
+
+
+def test_scan_gates_and_folders_are_checked_before_any_model_work(tmp_path, monkeypatch, fixtures):
+    """A bad gate, or a default folder that is not a run, ends before the model loads (the test's
+    model would take seconds to load; these take none), naming the expression or the path."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(fixtures / "demo.jsonl", "memories.jsonl")
+    for gate, said in (("unsupportd>0.2", "unknown metric 'unsupportd'"),
+                       ("unsupported>>0.2", "expected NAME OP NUMBER"),
+                       ("valid_kept<0.9", "measured by `derivaudit replay`")):
+        r = run("scan", "memories.jsonl", "--fail-if", gate)
+        assert r.exit_code == 2 and f"--fail-if '{gate}'" in r.stderr and said in r.stderr, r.stderr
+    (tmp_path / "runs" / "memories").mkdir(parents=True)
+    (tmp_path / "runs" / "memories" / "mine.txt").write_text("not a run")
+    r = run("scan", "memories.jsonl")
+    assert r.exit_code == 2 and "runs/memories exists and is not a run folder" in r.stderr
+    assert sorted(p.name for p in (tmp_path / "runs" / "memories").iterdir()) == ["mine.txt"]
+    r = run("export", "runs/memories")
+    assert r.exit_code == 2

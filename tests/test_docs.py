@@ -58,3 +58,64 @@ def test_readme_index_names_real_commands_and_links_resolve():
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", doc.read_text()):
             assert (doc.parent / target).exists(), f"{doc.name}: broken link {target}"
     assert len(readme.splitlines()) <= 250
+
+
+def _ci_steps() -> list[str]:
+    text = (ROOT / "docs" / "ci.md").read_text()
+    block = re.search(r"<!-- ci-steps[^>]*-->\n```sh\n(.*?)```", text, re.S)
+    assert block, "docs/ci.md: the ci-steps block is missing"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_both_ci_recipes_run_the_tested_steps():
+    """The GitHub and GitLab recipes carry the very lines the next test runs."""
+    text = (ROOT / "docs" / "ci.md").read_text()
+    github = text[text.index("## GitHub Actions"):text.index("## GitLab CI")]
+    gitlab = text[text.index("## GitLab CI"):text.index("## When the store")]
+    for line in _ci_steps():
+        assert f"          {line}\n" in github, line
+        assert f"    - {line}\n" in gitlab, line
+
+
+@pytest.mark.slow
+def test_the_ci_recipe_runs_on_a_fixture_store_and_audits_growth_incrementally(tmp_path):
+    """The recipe's shell steps, twice, as two nightly jobs would run them: a store, then the same
+    store with a write appended; between them only runs/ and the exported cache survive (a fresh
+    DERIVAUDIT_HOME each night)."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    script = "\n".join(_ci_steps()) + "\n"
+    store = tmp_path / "store.jsonl"
+    shutil.copy(ROOT / "fixtures" / "demo.jsonl", store)
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+
+    def night(n: int) -> subprocess.CompletedProcess:
+        home = tmp_path / f"home-{n}"
+        env = {**os.environ, "PATH": path, "STORE": "store.jsonl", "DERIVAUDIT_HOME": str(home)}
+        return subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    first = night(1)
+    assert first.returncode in (0, 1), first.stderr
+    assert "cache import" not in first.stderr and (tmp_path / "derivaudit-cache.jsonl.gz").stat().st_size > 0
+    suite = ET.parse(tmp_path / "derivaudit-junit.xml").getroot()
+    gates = [c for c in suite.iter("testcase") if c.get("classname") == "derivaudit.gates"]
+    assert [g.get("name") for g in gates] == ["unsupported>0.5"]
+    assert (gates[0].find("failure") is not None) == (first.returncode == 1)
+    assert (tmp_path / "derivaudit-report.html").read_text().startswith("<!DOCTYPE html>")
+    labels = (tmp_path / "runs" / "store" / "labels.jsonl").read_text().splitlines()
+
+    rows = [json.loads(x) for x in store.read_text().splitlines()]
+    write = next(r for r in rows if r.get("type") == "write")
+    with store.open("a") as fh:
+        fh.write(json.dumps({**write, "write_id": "appended", "text": write["text"] + " again"}) + "\n")
+    second = night(2)
+    assert second.returncode in (0, 1), second.stderr
+    assert "imported" in second.stderr  # the first night's cache
+    assert "4 of 5 writes judged by this run's earlier scan" in second.stderr
+    assert (tmp_path / "runs" / "store" / "labels.jsonl").read_text().splitlines()[:4] == labels
+    assert not (tmp_path / "runs" / "store-2").exists()

@@ -292,11 +292,9 @@ class Level(StrEnum):
 @app.command()
 @handles_bad_input
 def export(
-    run: Annotated[Path, typer.Argument(help="A run folder made by scan (default: the most recent under ./runs/), "
-                                        "then the CSV file to write; with one path, that path is the CSV file.",
-                                        metavar="[RUN] OUTPUT", show_default=False)],
-    output: Annotated[Path | None, typer.Argument(help="CSV file to write (atomic).", metavar="",
-                                                  show_default=False)] = None,
+    paths: Annotated[list[Path], typer.Argument(
+        help="RUN then OUTPUT: the run folder made by scan and the CSV file to write (atomic). With one path, that "
+        "path is OUTPUT and the run is the most recent under ./runs/.", metavar="[RUN] OUTPUT", show_default=False)],
     level: Annotated[Level, typer.Option("--level", help="One row per write or per obligation x view.")]
     = Level.write,
 ) -> None:
@@ -305,10 +303,12 @@ def export(
     from ..io import check_output
     from ..workspace import is_run
 
-    if output is None:
-        if run.is_dir() and is_run(run):
-            _bad(f"{run} is a run folder: name the CSV file to write too, e.g. `derivaudit export {run} labels.csv`")
-        run, output = pick_run(None), run
+    if len(paths) > 2:
+        _bad(f"export takes [RUN] OUTPUT, not {len(paths)} paths")
+    if len(paths) == 1 and paths[0].is_dir() and is_run(paths[0]):
+        _bad(f"{paths[0]} is a run folder: name the CSV file to write too, e.g. `derivaudit export {paths[0]} "
+             "labels.csv`")
+    run, output = (paths[0], paths[1]) if len(paths) == 2 else (pick_run(None), paths[0])
     check_output(output, [run])
     n = export_csv(run, output, level.value)
     err.print(f"wrote {n} rows to {escape(str(output))}")
