@@ -431,11 +431,13 @@ def _model_name(identity: Any) -> str:
     return str(identity.get("model")) if isinstance(identity, dict) else str(identity)
 
 
-def _refreshed(rows: list[dict[str, Any]], cases: dict[str, Case], rule: str) -> list[dict[str, Any]] | None:
-    """An earlier setting's rows under this replay's answer key and combine rule (their scores
-    kept), or None when they no longer cover the run's writes (it was scanned again since)."""
-    if sorted(r["write_id"] for r in rows) != sorted(cases):
-        return None
+def replay_inputs(run: Any) -> str:
+    """What a replay's scores depend on in the run: every write's views and obligations."""
+    return runs.fingerprint(runs.file_sha(run, runs.VIEWS), runs.file_sha(run, runs.OBLIGATIONS))
+
+
+def _refreshed(rows: list[dict[str, Any]], cases: dict[str, Case], rule: str) -> list[dict[str, Any]]:
+    """An earlier setting's rows under this replay's answer key and combine rule (their scores kept)."""
     split = get_view(rows[0]["view"]).split if rows else False
     out = []
     for r in rows:
@@ -462,6 +464,8 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
     runs.require(run, (runs.LABELS, runs.VIEWS, runs.OBLIGATIONS), f"run `derivaudit scan ... -o {run}` first")
     check_options(rule, point, reference, run)
     earlier, old_report = earlier_replays(run, backend, fresh)
+    inputs = replay_inputs(run)
+    stale = bool(earlier) and old_report.get("inputs") != inputs  # the run was scanned again since
     by_evidence = {ev: load_cases(run, ev, reference) for ev in {ev for _, ev in settings}}
     qa: dict[str, list[tuple[str, str]]] = {}
     if any(get_view(v).needs_qa for v, _ in settings):
@@ -471,7 +475,8 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
             qa.update(zip([c.write_id for c in part], qa_pairs(backend, [c.record for c in part]), strict=True))
             progress("QA questions", len(part), len(records))
     all_rows: list[dict[str, Any]] = []
-    report: dict[str, Any] = {"settings": {}, "operating_point": point, "combine": rule, "kept": [], "dropped": []}
+    report: dict[str, Any] = {"settings": {}, "operating_point": point, "combine": rule, "inputs": inputs,
+                              "kept": [], "dropped": []}
     cases_of: dict[str, tuple[View, list[Case]]] = {}
     for view_name, ev in settings:
         view = get_view(view_name)
@@ -494,15 +499,14 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
     for key, rows in earlier.items():
         if key in new_keys:
             continue
+        if stale:
+            report["dropped"].append(key)
+            continue
         ev = key.split("/", 1)[1]
         if ev not in by_evidence:
             by_evidence[ev] = load_cases(run, ev, reference)
-        fresh_rows = _refreshed(rows, {c.write_id: c for c in by_evidence[ev]}, rule)
-        if fresh_rows is None:
-            report["dropped"].append(key)
-        else:
-            kept[key] = fresh_rows
-            report["kept"].append(key)
+        kept[key] = _refreshed(rows, {c.write_id: c for c in by_evidence[ev]}, rule)
+        report["kept"].append(key)
     rows_of = {**{k: kept.get(k, rows_of.get(k)) for k in earlier if k in kept or k in rows_of},
                **{k: v for k, v in rows_of.items() if k not in earlier}}
     used = resolve_point([r for rows in rows_of.values() for r in rows], point)  # one point per verifier

@@ -210,6 +210,11 @@ def _parse_json(p: Path, data: bytes) -> dict[str, Any]:
     return doc
 
 
+def file_sha(run: str | Path, name: str) -> str:
+    """The sha256 of a run file as derivaudit wrote it (checked against checksums.json)."""
+    return hashlib.sha256(_verified(Path(run), name)).hexdigest()
+
+
 def read_rows(run: str | Path, name: str) -> list[dict[str, Any]]:
     return _parse_rows(path(run, name), _verified(Path(run), name))
 

@@ -461,3 +461,13 @@ def test_scan_gates_and_folders_are_checked_before_any_model_work(tmp_path, monk
     assert sorted(p.name for p in (tmp_path / "runs" / "memories").iterdir()) == ["mine.txt"]
     r = run("export", "runs/memories")
     assert r.exit_code == 2
+    # the log's own run folder, held by another process: refused, naming it, before the model loads
+    from derivaudit import incremental, runs
+    from derivaudit.io import load_log
+
+    shutil.rmtree(tmp_path / "runs" / "memories")
+    (tmp_path / "runs" / "memories").mkdir()
+    runs.save_meta("runs/memories", {"log_digest": incremental.digest(load_log(["memories.jsonl"]))})
+    with runs.lock("runs/memories"):
+        r = run("scan", "memories.jsonl")
+    assert r.exit_code == 2 and "runs/memories is in use by another derivaudit (pid" in r.stderr

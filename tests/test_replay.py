@@ -316,6 +316,21 @@ def test_replays_accumulate_one_setting_replacing_only_itself(tmp_path):
     assert list(rep["settings"]) == ["holistic/citation_only"] and rep["kept"] == []
 
 
+def test_earlier_replays_of_a_run_scanned_again_are_dropped_and_said(tmp_path):
+    from derivaudit.io import write_jsonl
+    from derivaudit.replay import replay
+
+    run = _crafted_run(tmp_path / "run", W)
+    scores = {f"record w{i}.": s for i, s in enumerate([0, 2.0, 3.0, -1.0, -2.0, -3.0, 1.0])}
+    replay(run, ScriptedVerifier(scores), [("holistic", "expanded")], point="argmax")
+    obls = read_jsonl(run / "obligations.jsonl")
+    obls[0]["obligations"][0]["text"] = "another obligation."  # as a new scan would write it
+    write_jsonl(run / "obligations.jsonl", obls)
+    rep = replay(run, ScriptedVerifier(scores), [("obligation", "expanded")], point="argmax")
+    assert rep["dropped"] == ["holistic/expanded"] and list(rep["settings"]) == ["obligation/expanded"]
+    assert {r["setting"] for r in read_jsonl(run / "replay_scores.jsonl")} == {"obligation/expanded"}
+
+
 def test_a_kept_replay_follows_the_new_answer_key(tmp_path):
     from derivaudit.replay import replay
 
