@@ -408,7 +408,7 @@ def test_the_users_brief_as_typed(tmp_path, monkeypatch, fixtures):
     assert runs.read_json("runs/memories", runs.META)["reused"] == {"obligations": 4, "primitives": 4}
 
     # the store grows: one write appended, only it is judged, the old labels stay
-    rows = [json.loads(x) for x in open("memories.jsonl")]
+    rows = [json.loads(x) for x in (tmp_path / "memories.jsonl").read_text().splitlines()]
     w = next(x for x in rows if x.get("type") == "write")
     with open("memories.jsonl", "a") as fh:
         fh.write(json.dumps({**w, "write_id": "grown-1", "text": w["text"] + " again"}) + "\n")

@@ -292,7 +292,8 @@ def test_replays_accumulate_one_setting_replacing_only_itself(tmp_path):
     kept_rows = [r for r in read_jsonl(run / "replay_scores.jsonl") if r["setting"] == "holistic/expanded"]
     be = ScriptedVerifier(scores)
     rep = replay(run, be, [("obligation", "expanded")], point="argmax")
-    assert list(rep["settings"]) == ["holistic/expanded", "obligation/expanded"] and rep["kept"] == ["holistic/expanded"]
+    assert list(rep["settings"]) == ["holistic/expanded", "obligation/expanded"]
+    assert rep["kept"] == ["holistic/expanded"]
     assert rep["settings"]["holistic/expanded"] == first["settings"]["holistic/expanded"]
     assert all("record w" in p.text and "obligation" in p.text.lower() for p in be.seen)  # only the new view asked
     assert [r for r in read_jsonl(run / "replay_scores.jsonl") if r["setting"] == "holistic/expanded"] == kept_rows
