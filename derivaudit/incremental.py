@@ -43,14 +43,18 @@ def record(x: Write | Operation | Turn) -> list[Any]:
 def digest(log: MemoryLog) -> dict[str, dict[str, Any]]:
     """Per conversation: how many turns, writes and operations it has and one fingerprint of each
     sequence's prefix up to that count, so that growth by appending can be told from any edit."""
-    writes: dict[str, list[Write]] = {}
-    ops: dict[str, list[Operation]] = {}
+    return {cid: {what: _seq(items) for what, items in seqs.items()} for cid, seqs in sorted(_sequences(log).items())}
+
+
+def _sequences(log: MemoryLog) -> dict[str, dict[str, list[Any]]]:
+    """Per conversation: its turns, writes and operations, each in log order."""
+    out: dict[str, dict[str, list[Any]]] = {cid: {"turns": conv.turns, "writes": [], "operations": []}
+                                            for cid, conv in log.conversations.items()}
     for w in log.writes:
-        writes.setdefault(w.conversation_id, []).append(w)
+        out[w.conversation_id]["writes"].append(w)
     for o in log.operations:
-        ops.setdefault(o.conversation_id, []).append(o)
-    return {cid: {"turns": _seq(conv.turns), "writes": _seq(writes.get(cid, [])), "operations": _seq(ops.get(cid, []))}
-            for cid, conv in sorted(log.conversations.items())}
+        out[o.conversation_id]["operations"].append(o)
+    return out
 
 
 def _seq(items: list[Any], n: int | None = None) -> list[Any]:
@@ -61,17 +65,11 @@ def _seq(items: list[Any], n: int | None = None) -> list[Any]:
 def not_grown(old: dict[str, dict[str, Any]], log: MemoryLog) -> str | None:
     """None when `log` is the log digested as `old` or grew from it by appending; else what
     changed, in words."""
-    writes: dict[str, list[Write]] = {}
-    ops: dict[str, list[Operation]] = {}
-    for w in log.writes:
-        writes.setdefault(w.conversation_id, []).append(w)
-    for o in log.operations:
-        ops.setdefault(o.conversation_id, []).append(o)
+    seqs = _sequences(log)
     for cid, was in sorted(old.items()):
-        conv = log.conversations.get(cid)
-        if conv is None:
+        now = seqs.get(cid)
+        if now is None:
             return f"conversation {cid!r} is gone"
-        now = {"turns": conv.turns, "writes": writes.get(cid, []), "operations": ops.get(cid, [])}
         for what, items in now.items():
             n, fp = was[what]
             if len(items) < n:
