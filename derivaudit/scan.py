@@ -245,8 +245,8 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
 
     # -- obligations
     t0 = time.time()
-    set_obl = _fp(a.backend.identity(), prompts_fingerprint("decompose"), PARSE_RULES)
-    fp_obl = _fp(fp_views, set_obl)
+    obl_settings = (a.backend.identity(), prompts_fingerprint("decompose"), PARSE_RULES)
+    set_obl, fp_obl = _fp(*obl_settings), _fp(fp_views, *obl_settings)  # the latter as runs before reuse.json
     st = Stage(run, "obligations", fp_obl, meta)
     if done(st):
         decs = [Decomposition.from_dict(r) for r in st.load()]
@@ -311,9 +311,9 @@ def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Ann
 
     # -- primitives (both views, two annotators, adjudication)
     t0 = time.time()
-    set_prim = _fp([x.describe() for x in annotators],
-                   prompts_fingerprint("der_", "adjudicate", "evidence", "null_"), RULES, SUBSET_RULES)
-    fp_prim = _fp(fp_obl, set_prim)
+    prim_settings = ([x.describe() for x in annotators],
+                     prompts_fingerprint("der_", "adjudicate", "evidence", "null_"), RULES, SUBSET_RULES)
+    set_prim, fp_prim = _fp(*prim_settings), _fp(fp_obl, *prim_settings)
     st = Stage(run, "primitives", fp_prim, meta)
     by_write = {d.write_id: d for d in decs}
     view_of = {v.write.write_id: v for v in views}
