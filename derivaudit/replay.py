@@ -301,14 +301,11 @@ def parse_settings(view: str | None = None, evidence: str = "expanded",
     """(view, evidence) pairs from `--view` (a name, a comma list or all), `--evidence` (expanded,
     citation_only or both) and `--setting` (canonical names or 'canonical'); without either, the three
     canonical settings. Raises ValueError naming what is wrong."""
-    from .views import VIEWS
+    from .views import parse_views
 
     settings: list[tuple[str, str]] = []
     if view:
-        names = list(VIEWS) if view == "all" else [v.strip() for v in view.split(",") if v.strip()]
-        unknown = [v for v in names if v not in VIEWS]
-        if unknown:
-            raise ValueError(f"unknown view(s) {', '.join(unknown)} (known: {', '.join(VIEWS)})")
+        names = parse_views(view)
         evs = ["citation_only", "expanded"] if evidence == "both" else [evidence]
         if any(e not in ("citation_only", "expanded") for e in evs):
             raise ValueError("--evidence must be expanded, citation_only or both")

@@ -68,4 +68,9 @@ def line(value: str) -> str:
 
 
 def render(name: str, **fields: str) -> str:
-    return Template(load(name)).substitute({k: quoted(v) if isinstance(v, str) else v for k, v in fields.items()})
+    return fill(load(name), **fields)
+
+
+def fill(text: str, **fields: str) -> str:
+    """A prompt text with its placeholders filled, every value quoted (`quoted`)."""
+    return Template(text).substitute({k: quoted(v) if isinstance(v, str) else v for k, v in fields.items()})

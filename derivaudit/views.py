@@ -7,8 +7,9 @@ the same evidence block (`prompts/evidence.txt`) so backends can share its prefi
 "Answer with one word, yes or no."
 
 To add a view: write `prompts/view_mine.txt` with the placeholders you need and call
-`register(View("mine", "what it asks", parts=lambda m: [{"claim": ...}], split=True))`, or register
-"mypkg.views:MINE" by name in VIEWS to import it only when chosen.
+`register(View("mine", "what it asks", parts=lambda m: [{"claim": ...}], split=True))`. A plugin
+package declares a `View` with its prompt text in `template` (ending in "Answer with one word, yes
+or no.") as an entry point of the group `derivaudit.views`; it is imported only when chosen.
 """
 
 from __future__ import annotations
@@ -52,14 +53,16 @@ class View:
     split: bool = False  # several parts, combined into one score (minimum by default)
     needs_qa: bool = False  # its parts read the record's QA pairs (asked of the model first)
     needs_obligations: bool = False  # its parts read the obligations (decomposed by the model first)
+    template: str | None = None  # the prompt text itself (a plugin's); None: prompts/view_<name>.txt
 
     def prompts(self, shared: str, memory: Memory | None = None) -> list[Prompt]:
         memory = memory or Memory(record="")
-        return [Prompt(shared=shared, task=templates.render(f"view_{self.name}", **fields))
-                for fields in self.parts(memory)]
+        return [Prompt(shared=shared, task=templates.fill(self.template, **fields) if self.template
+                       else templates.render(f"view_{self.name}", **fields)) for fields in self.parts(memory)]
 
 
-VIEWS = Registry("view")
+VIEWS = Registry("view", group="derivaudit.views",
+                 check=lambda obj: None if isinstance(obj, View) else "not a derivaudit.views.View")
 
 
 def register(view: View) -> View:
@@ -107,3 +110,17 @@ def evidence_block(record: str, passages: Sequence[Turn | dict[str, Any]]) -> st
 
 def get_view(name: str) -> View:
     return VIEWS.get(name)
+
+
+def parse_views(text: str, *, one: bool = False) -> list[str]:
+    """A `--view` value: a name, a comma list, or `all` (not with `one`), as registered names in the
+    order given; ValueError naming each unknown one with the closest known names."""
+    names = list(VIEWS) if text.strip() == "all" and not one else [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [VIEWS.unknown(v) for v in names if v not in VIEWS]
+    if unknown:
+        raise ValueError("; ".join(unknown))
+    if not names:
+        raise ValueError(f"--view names no view (known: {', '.join(VIEWS)})")
+    if one and len(names) > 1:
+        raise ValueError(f"--view takes one view here, not {', '.join(names)}")
+    return names

@@ -86,7 +86,7 @@ def test_import_cli(fixtures, tmp_path):
     assert r.exit_code == 0, r.output
     assert run("validate", out).exit_code == 0
     r = run("import", "nosuch", fixtures / "graphiti_export.json", "-o", out)
-    assert r.exit_code == 2 and "unknown source" in r.output
+    assert r.exit_code == 2 and "unknown importer 'nosuch'" in r.output
 
 
 @pytest.mark.slow

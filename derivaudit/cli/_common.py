@@ -23,6 +23,7 @@ from ..io import LogError, OutputError, atomic_writer, check_output, load_log
 from ..models import BACKENDS, DEFAULT_BACKEND, DEFAULT_MODEL, ROLES, backend_choices
 from ..records import MemoryLog, Problem
 from ..report import FORMATS as REPORT_FORMATS
+from ..report.readpath import READPATH_FORMATS
 from ..runs import RunError
 from ..safe import dumps as json_dumps
 from ..safe import escape
@@ -261,7 +262,9 @@ ReportFmt = StrEnum("ReportFmt", [(n, n) for n in ("table", *REPORT_FORMATS)])
 REPORT_FORMAT_HELP = f"table, {', '.join(REPORT_FORMATS)}."
 
 
-ReadPathFmt = Annotated[ReportFmt, typer.Option("--format", help=REPORT_FORMAT_HELP)]
+# the read-path audits (echo, overlap) have formats of their own: a report-format plugin is not offered there
+ReadPathFormat = StrEnum("ReadPathFormat", [(n, n) for n in ("table", *READPATH_FORMATS)])
+ReadPathFmt = Annotated[ReadPathFormat, typer.Option("--format", help=f"table, {', '.join(READPATH_FORMATS)}.")]
 ReadPathOut = Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or the --format) here (atomic).")]
 
 

@@ -60,10 +60,12 @@ def check(
     from ..gate import admit, check_document
     from ..io import read_passages
     from ..report.table import print_check
-    from ..views import VIEWS
+    from ..views import parse_views
 
-    if view not in VIEWS:
-        _bad(f"unknown view {view!r} (known: {', '.join(VIEWS)})")
+    try:
+        (view,) = parse_views(view, one=True)
+    except ValueError as e:
+        _bad(str(e))
     if not record.strip():
         _bad("--record is empty")
     passages = read_passages(evidence)
@@ -244,12 +246,12 @@ def families_run(
     """Score every built version and report acceptance per cell, the valid-invalid gap and controls."""
     from ..families import FamilyError, run
     from ..report.table import print_families
-    from ..views import VIEWS
+    from ..views import parse_views
 
-    views = [v.strip() for v in view.split(",") if v.strip()]
-    unknown = [v for v in views if v not in VIEWS]
-    if unknown or not views:
-        _bad(f"unknown view(s) {', '.join(unknown) or '(none)'} (known: {', '.join(VIEWS)})")
+    try:
+        views = parse_views(view)
+    except ValueError as e:
+        _bad(str(e))
     roles = models
     try:
         with _pool(use_cache) as pool, _backend_errors(), _progress() as bar:

@@ -23,6 +23,7 @@ from ._common import (
     History,
     SkipInvalid,
     ViewsFmt,
+    _bad,
     _print_problems,
     _progress,
     _report_skipped,
@@ -130,9 +131,7 @@ def import_(
     from ..importers import importers, run_import
 
     if source not in importers():
-        err.print(f"[red]error[/red]: unknown source {escape(source)!r}; "
-                  f"known: {', '.join(sorted(importers()))}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _bad(importers().unknown(source))
     log, notes = run_import(source, path, output, skip_invalid=skip_invalid, allow_empty=allow_empty,
                             options={"scopes": scopes})
     _report_skipped(log)

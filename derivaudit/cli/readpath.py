@@ -16,8 +16,8 @@ from ._common import (
     Files,
     History,
     ReadPathFmt,
+    ReadPathFormat,
     ReadPathOut,
-    ReportFmt,
     SkipInvalid,
     _bad,
     _print_gates,
@@ -39,7 +39,7 @@ def echo(
     serve: Annotated[str | None, typer.Option("--serve", help="Also replay every logged candidate pool through a "
                                               "serving rule and compare: fpa (one record per family, "
                                               "post-correction eligibility, authority first).")] = None,
-    format: ReadPathFmt = ReportFmt.table,
+    format: ReadPathFmt = ReadPathFormat.table,
     output: ReadPathOut = None,
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"echo.density>0.3\"; exit 1 "
                        "when it holds (or when the metric has no value). Repeatable.")] = None,
@@ -57,7 +57,7 @@ def echo(
                "only families and storage (rri_storage) can be measured")
 
 
-def _read_path(name: str, paths: list[Path], skip_invalid: bool, fail_if: list[str] | None, format: ReportFmt,
+def _read_path(name: str, paths: list[Path], skip_invalid: bool, fail_if: list[str] | None, format: Any,
                output: Path | None, audit: Callable[[MemoryLog], dict[str, Any]], without_reads: str) -> None:
     """Load, audit, gate, then print or write a read-path report in the chosen format (exit 1 when a
     gate fails, 2 on bad input or a bad gate)."""
@@ -74,7 +74,7 @@ def _read_path(name: str, paths: list[Path], skip_invalid: bool, fail_if: list[s
         _bad(str(e))
     if not log.reads:
         err.print(f"[yellow]warning[/yellow]: the log has no read event; {without_reads}")
-    if format is ReportFmt.table and output is None:
+    if format.value == "table" and output is None:
         readpath.print_table(name, out, doc)
     else:
         data = readpath.render(name, format.value, doc)  # -o with the table format writes JSON
@@ -94,7 +94,7 @@ def overlap(
     history: History = None,
     k: Annotated[int, typer.Option("--k", min=1, help="Retrieved memories considered per read.")] = 5,
     band: Annotated[str, typer.Option("--band", help="The risky middle band of overlap, LOW,HIGH.")] = "0.2,0.6",
-    format: ReadPathFmt = ReportFmt.table,
+    format: ReadPathFmt = ReadPathFormat.table,
     output: ReadPathOut = None,
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"overlap.risky>0.3\"; exit 1 "
                        "when it holds (or when the metric has no value). Repeatable.")] = None,

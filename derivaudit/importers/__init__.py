@@ -109,7 +109,7 @@ IMPORTERS = Registry("importer", {
     "letta": "derivaudit.importers.letta:convert",
     "openai-agents": "derivaudit.importers.openai_agents:convert",
     "langgraph": "derivaudit.importers.langgraph:convert",
-})
+}, group="derivaudit.importers", check=lambda obj: None if callable(obj) else "not a function PATH -> ImportResult")
 
 
 def importers() -> Registry:
@@ -145,7 +145,7 @@ def run_import(source: str, path: str | Path, out: str | Path, *, skip_invalid: 
     table = importers()
     if source not in table:
         raise LogError([Problem(str(path), None, None, "bad_value",
-                                f"unknown importer {source!r} (known: {', '.join(sorted(table))})")])
+                                table.unknown(source))])
     fn = table.get(source)
     options = {k: v for k, v in (options or {}).items() if v is not None}
     takes = set(inspect.signature(fn).parameters) - {"path"}

@@ -17,7 +17,7 @@ import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..registry import Registry
+from ..registry import Registry, RegistryError
 from .base import DEFAULT_TOP_K, Backend, BackendError, Prompt, Score, score_from_top
 from .cache import CachedBackend, ResultCache
 
@@ -34,7 +34,8 @@ BACKENDS = Registry("backend", {
     "vllm": {"dtype": True, "about": "local GPU"},
     "openai": {"base_urls": True, "about": "OpenAI-compatible servers"},
     "llamacpp": {"threads": True, "serial": True, "about": "CPU, GGUF"},
-})
+}, group="derivaudit.backends", check=lambda obj: None if isinstance(obj, type) and issubclass(obj, Backend)
+   else "not a subclass of derivaudit.models.base.Backend")
 
 
 def backend_choices() -> str:
@@ -73,8 +74,12 @@ def load_backend(name: str | None = None, model: str | None = None, *, cache: bo
     cache unless cache=False (a string is a cache file path)."""
     name, model = name or default_backend(), model or default_model()
     if name not in BACKENDS:
-        raise BackendError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")
-    backend = BACKENDS.get(name)(model, **{k: v for k, v in options.items() if v is not None})
+        raise BackendError(BACKENDS.unknown(name))
+    try:
+        cls = BACKENDS.get(name)
+    except RegistryError as e:
+        raise BackendError(str(e)) from None
+    backend = cls(model, **{k: v for k, v in options.items() if v is not None})
     if cache is False:
         return backend
     return CachedBackend(backend, ResultCache(cache if isinstance(cache, str) else None))
@@ -93,7 +98,7 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise BackendError(f"unknown backend {self.backend!r} (known: {', '.join(BACKENDS)})")
+            raise BackendError(BACKENDS.unknown(self.backend))
         for given, option, flag in ((self.base_urls, "base_urls", "--base-url"), (self.dtype, "dtype", "--dtype"),
                                     (self.threads is not None, "threads", "--threads")):
             if given and (err := _takes(option, flag, self.backend)):

@@ -39,7 +39,7 @@ FORMATS = Registry("report format", {
     "csv": "derivaudit.report.text:csv_bytes",
     "junit": "derivaudit.report.text:junit_bytes",
     "html": "derivaudit.report.html:html_bytes",
-})
+}, group="derivaudit.formats", check=lambda obj: None if callable(obj) else "not a function (report, gates) -> bytes")
 
 
 def render(report: dict[str, Any], fmt: str, gates: list[dict[str, Any]] | None = None) -> bytes:

@@ -175,13 +175,16 @@ def _json(name: str, doc: dict[str, Any]) -> bytes:
     return json_dumps(doc, option=orjson.OPT_INDENT_2)
 
 
-# the same format names as the run report's (report.FORMATS); `table` is drawn by print_table
-FORMATS = Registry("read-path report format", {"json": _json, "md": _md, "csv": _csv, "junit": _junit, "html": _html})
+# The read-path audits' own formats: their renderers take (audit name, doc), not the run report, so
+# they are a registry of their own, and `echo`/`overlap --format` offer exactly these; `table` is
+# drawn by print_table.
+READPATH_FORMATS = Registry("read-path report format",
+                            {"json": _json, "md": _md, "csv": _csv, "junit": _junit, "html": _html})
 
 
 def render(name: str, fmt: str, doc: dict[str, Any]) -> bytes:
     """`doc` of the audit `name` (echo or overlap) in one file format (`table` to a file is JSON)."""
-    return FORMATS.get("json" if fmt == "table" else fmt)(name, doc)
+    return READPATH_FORMATS.get("json" if fmt == "table" else fmt)(name, doc)
 
 
 def print_table(name: str, console: Console, doc: dict[str, Any]) -> None:
