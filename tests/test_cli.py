@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Annotated
 
 import orjson
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from derivaudit.cli import app
+from derivaudit.cli._common import OUTPUT, handles_bad_input
 
 runner = CliRunner()
 
@@ -471,3 +475,28 @@ def test_scan_gates_and_folders_are_checked_before_any_model_work(tmp_path, monk
     with runs.lock("runs/memories"):
         r = run("scan", "memories.jsonl")
     assert r.exit_code == 2 and "runs/memories is in use by another derivaudit (pid" in r.stderr
+
+
+def test_an_option_marked_as_output_is_checked_whatever_its_name(tmp_path):
+    """The output check reads the OUTPUT marker, not parameter names: a command whose option is
+    called `out` is protected too (here: it names its own input, refused before any work)."""
+    calls = []
+    mini = typer.Typer()
+
+    @mini.command()
+    @handles_bad_input
+    def convert(src: Annotated[Path, typer.Argument()], out: Annotated[Path, typer.Option("--out"), OUTPUT]) -> None:
+        calls.append((src, out))
+
+    @mini.command()
+    @handles_bad_input
+    def other() -> None:
+        pass
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("{}\n")
+    r = runner.invoke(mini, ["convert", str(src), "--out", str(src)])
+    assert r.exit_code == 2 and "in.jsonl" in r.output and not calls
+    r = runner.invoke(mini, ["convert", str(src), "--out", str(tmp_path)])  # a directory
+    assert r.exit_code == 2 and not calls
+    assert runner.invoke(mini, ["convert", str(src), "--out", str(tmp_path / "o.jsonl")]).exit_code == 0 and calls

@@ -64,14 +64,29 @@ def _print_problems(problems: list[Problem], *, limit: int = 50) -> None:
         err.print(f"... and {len(problems) - limit} more problems (use --format json to see all)")
 
 
+class _Output:
+    """Marks an option as a file the command writes: `Annotated[Path, typer.Option(...), OUTPUT]`.
+    Before any work every such file is checked to be writable and none of the command's inputs."""
+
+    def __repr__(self) -> str:
+        return "OUTPUT"
+
+
+OUTPUT = _Output()
+
+
 def handles_bad_input(fn: F) -> F:
     """Bad input (a log, or a run folder that is missing, damaged or in use) ends with a clear message
-    and exit code 2, never a traceback."""
+    and exit code 2, never a traceback. The options marked OUTPUT are checked first."""
+    import inspect
+
+    outputs = [n for n, p in inspect.signature(fn, eval_str=True).parameters.items()
+               if any(m is OUTPUT for m in getattr(p.annotation, "__metadata__", ()))]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            _check_outputs(fn.__name__, kwargs)
+            _check_outputs(outputs, kwargs)
             return fn(*args, **kwargs)
         except OutputError as e:
             _bad(str(e))
@@ -92,27 +107,23 @@ def handles_bad_input(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-FILE_OUTPUTS = ("output", "html")  # the options that name an output file (-o, --html)
-FOLDER_OUTPUTS = {"families_build"}  # commands whose -o is a folder (checked by the command)
-
-
-def _check_outputs(command: str, kwargs: dict[str, Any]) -> None:
+def _check_outputs(outputs: list[str], kwargs: dict[str, Any]) -> None:
     """Before any work: every output file can be written and is none of the inputs (the paths
-    given to the command's other options and arguments)."""
-    if command in FOLDER_OUTPUTS:
-        return
+    given to the command's other options and arguments), and no two outputs are one file."""
     inputs: list[Path] = []
     for k, v in kwargs.items():
-        if k in FILE_OUTPUTS:
+        if k in outputs:
             continue
         for x in v if isinstance(v, list) else [v]:
             if isinstance(x, Path):
                 inputs.append(x)
-    outs = [kwargs[k] for k in FILE_OUTPUTS if isinstance(kwargs.get(k), Path)]
+    outs = [kwargs[k] for k in outputs if isinstance(kwargs.get(k), Path)]
     for o in outs:
         check_output(o, inputs)
-    if len(outs) == 2 and os.path.realpath(outs[0]) == os.path.realpath(outs[1]):
-        raise OutputError(f"{outs[1]}: -o and --html name the same file")
+    for i, a in enumerate(outs):
+        for b in outs[i + 1:]:
+            if os.path.realpath(a) == os.path.realpath(b):
+                raise OutputError(f"{b}: two outputs name the same file")
 
 
 def pick_run(run: Path | None) -> Path:
@@ -265,7 +276,8 @@ REPORT_FORMAT_HELP = f"table, {', '.join(REPORT_FORMATS)}."
 # the read-path audits (echo, overlap) have formats of their own: a report-format plugin is not offered there
 ReadPathFormat = StrEnum("ReadPathFormat", [(n, n) for n in ("table", *READPATH_FORMATS)])
 ReadPathFmt = Annotated[ReadPathFormat, typer.Option("--format", help=f"table, {', '.join(READPATH_FORMATS)}.")]
-ReadPathOut = Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or the --format) here (atomic).")]
+ReadPathOut = Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON (or the --format) here (atomic)."),
+                        OUTPUT]
 
 
 def _print_gates(gates: list[dict[str, Any]]) -> None:

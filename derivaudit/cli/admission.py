@@ -12,6 +12,7 @@ from ..safe import escape
 from ._common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
+    OUTPUT,
     Files,
     Fmt,
     FmtOpt,
@@ -161,9 +162,9 @@ def drift(
     threshold: Annotated[float, typer.Option("--threshold", help="--method pair: drift when log-odds > 0 (argmax, "
                                              "default) or >= this threshold.")] = 0.0,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
-                                                "judged pair as JSON (atomic).")] = None,
+                                                "judged pair as JSON (atomic)."), OUTPUT] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
-                                              "examples; no scripts, no network).")] = None,
+                                              "examples; no scripts, no network)."), OUTPUT] = None,
     models: Any = None,
     use_cache: bool = True,
     skip_invalid: SkipInvalid = False,
@@ -234,9 +235,9 @@ def families_run(
     built: Annotated[Path, typer.Argument(help="A folder made by `families build`.")],
     view: Annotated[str, typer.Option("--view", help="Views, comma-separated.")] = "holistic,obligation",
     html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
-                                              "examples; no scripts, no network).")] = None,
+                                              "examples; no scripts, no network)."), OUTPUT] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
-                                                "scored version as JSON (atomic).")] = None,
+                                                "scored version as JSON (atomic)."), OUTPUT] = None,
     threshold: Annotated[float, typer.Option("--threshold", help="Accept when log-odds > 0 (argmax, default) or "
                                              ">= this threshold.")] = 0.0,
     models: Any = None,
@@ -274,9 +275,9 @@ def probe(
     probes: Annotated[Path, typer.Argument(help="Probe items (JSONL, see docs/commands.md).")],
     runs: Annotated[int, typer.Option("--runs", min=1, help="Repetitions of every option order.")] = 3,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
-                                              "examples; no scripts, no network).")] = None,
+                                              "examples; no scripts, no network)."), OUTPUT] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
-                                                "answer as JSON (atomic).")] = None,
+                                                "answer as JSON (atomic)."), OUTPUT] = None,
     models: Any = None,
     use_cache: bool = True,
     format: FmtOpt = Fmt.table,

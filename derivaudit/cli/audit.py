@@ -13,6 +13,7 @@ from ..models import SCAN_ROLES
 from ..runs import STAGES
 from ..safe import escape
 from ._common import (
+    OUTPUT,
     Files,
     Fmt,
     FmtOpt,
@@ -43,7 +44,7 @@ app.add_typer(review_app, name="review")
 @review_app.command("sample")
 @handles_bad_input
 def review_sample(
-    output: Annotated[Path, typer.Option("-o", "--output", help="The review sheet to write (CSV, atomic).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The review sheet to write (CSV, atomic)."), OUTPUT],
     run: Annotated[Path | None, typer.Argument(help="A run folder made by scan; default: the most recent under "
                                                "./runs/.", show_default=False)] = None,
     per_stratum: Annotated[int, typer.Option("--per-stratum", min=1, help="Rows per stratum (view x label, "

@@ -9,6 +9,7 @@ import typer
 
 from ._common import (
     EXIT_BAD_INPUT,
+    OUTPUT,
     Fmt,
     app,
     err,
@@ -53,7 +54,8 @@ def cache_clear(
 @cache_app.command("export")
 @handles_bad_input
 def cache_export(
-    output: Annotated[Path, typer.Option("-o", "--output", help="File to write (JSONL; gzip when it ends in .gz).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="File to write (JSONL; gzip when it ends in .gz)."),
+                      OUTPUT],
     model: Annotated[str | None, typer.Option("--model", help="Only entries whose model contains this.")] = None,
 ) -> None:
     """Write the cached results to a file, to warm another machine's cache (`cache import`)."""

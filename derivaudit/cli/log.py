@@ -18,6 +18,7 @@ from ..safe import escape
 from ._common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
+    OUTPUT,
     Files,
     Fmt,
     History,
@@ -78,7 +79,7 @@ def views(
     history: History = None,
     write: Annotated[list[str] | None, typer.Option("--write", help="Only this write id (repeatable).")] = None,
     format: Annotated[ViewsFmt, typer.Option("--format", help="table (for people) or jsonl.")] = ViewsFmt.table,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSONL here (atomic).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSONL here (atomic)."), OUTPUT] = None,
     limit_floor: Annotated[float, typer.Option(help="Search-limited floor, as a share of the top BM25 score.",
                                                min=0.0, max=1.0)] = 0.5,
     skip_invalid: SkipInvalid = False,
@@ -120,7 +121,7 @@ def _views(log: Any, write: list[str] | None, format: ViewsFmt, output: Path | N
 def import_(
     source: Annotated[str, typer.Argument(help=f"{', '.join(IMPORTERS)}.")],
     path: Annotated[Path, typer.Argument(help="The source file.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Memory log JSONL to write (atomic).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Memory log JSONL to write (atomic)."), OUTPUT],
     skip_invalid: SkipInvalid = False,
     scopes: Annotated[Path | None, typer.Option("--scopes", help="mem0-db: Memory.get_all() output (JSON) that "
                                                 "pins each memory id to its user/agent/run scope.")] = None,

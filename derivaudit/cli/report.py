@@ -11,6 +11,7 @@ import typer
 from ..io import atomic_writer
 from ..safe import escape
 from ._common import (
+    OUTPUT,
     REPORT_FORMAT_HELP,
     ReportFmt,
     _bad,
@@ -30,8 +31,8 @@ def report(
                                                "the most recent under ./runs/.", show_default=False)] = None,
     format: Annotated[ReportFmt, typer.Option("--format", help=REPORT_FORMAT_HELP)]
     = ReportFmt.table,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here (atomic) instead of stdout.")]
-    = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here (atomic) instead of stdout."),
+                      OUTPUT] = None,
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"unsupported_admitted>0.25\"; "
                        "exit 1 when it holds. Repeatable. With --baseline it reads the change.")] = None,
     baseline: Annotated[Path | None, typer.Option("--baseline", help="Another run folder to compare against.")]
