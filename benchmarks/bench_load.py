@@ -122,7 +122,7 @@ def main() -> None:
         return
     base = sorted(s for s, _ in results[(settings[0], 0)])[len(results[(settings[0], 0)]) // 2]
     head = f"vs quiet {settings[0]}"
-    print(f"{'threads':>8} {'load':>5} {'s (median)':>11} {'prompts/min':>12} {'CPU s':>7} {head:>14}")
+    print(f"{'threads':>8} {'load':>5} {'s (median)':>11} {'derivaudit/prompts/min':>12} {'CPU s':>7} {head:>14}")
     for (th, busy), runs in results.items():
         secs = sorted(s for s, _ in runs)[len(runs) // 2]
         cpu = sorted(c for _, c in runs)[len(runs) // 2]

@@ -442,7 +442,7 @@ def passages_block(passages: Sequence[Turn | dict[str, Any]], template: str = "d
 
 
 def null_passages(n: int) -> list[dict[str, Any]]:
-    """`n` content-free passages (prompts/null_passages.txt, cycled)."""
+    """`n` content-free passages (derivaudit/prompts/null_passages.txt, cycled)."""
     lines = [x for x in templates.load("null_passages").splitlines() if x.strip()]
     out = []
     for i in range(n):

@@ -9,13 +9,13 @@ cites (drift at extraction).
 
 Two methods, both through the same backends and cache as everything else:
 - `versions` (default): each version is read on its own. Modality: how does the text present its
-  main event, done / planned / possible (prompts/drift_status.txt, three options read from their
+  main event, done / planned / possible (derivaudit/prompts/drift_status.txt, three options read from their
   letters' log-odds, as the probe reads options); drift when the two versions' answers differ.
-  Temporal: the time expression each version gives (prompts/drift_when.txt, greedy, a few
+  Temporal: the time expression each version gives (derivaudit/prompts/drift_when.txt, greedy, a few
   tokens); drift when the later version gives a time that is neither the earlier one's nor written
   anywhere in the earlier text. On fixtures/drift.jsonl with Qwen2.5-Coder-1.5B this agrees with
   the known drift on 92% (temporal) and 71% (modality) of the 24 pairs.
-- `pair`: the two versions side by side and one yes/no question per kind (prompts/drift_time.txt,
+- `pair`: the two versions side by side and one yes/no question per kind (derivaudit/prompts/drift_time.txt,
   drift_modality.txt), decided at argmax or a fixed threshold. Paper-style, but a 1.5B model
   answered yes to nearly every pair (agreement 38% and 42%); use it with a larger judge.
 """
@@ -35,7 +35,7 @@ from .stats import balanced_resamples, clears, conversation_draws, percentile_in
 KINDS = {"temporal": "drift_time", "modality": "drift_modality"}
 AGAINST = ("root", "parent")
 METHODS = ("versions", "pair")
-STATUS = ("done", "planned", "possible")  # the options of prompts/drift_status.txt, A B C
+STATUS = ("done", "planned", "possible")  # the options of derivaudit/prompts/drift_status.txt, A B C
 NO_TIME = "none"
 
 

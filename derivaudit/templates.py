@@ -1,5 +1,4 @@
-"""Prompt text files: found in the installed package (`derivaudit/prompts/`, put there by the
-wheel build) or, in a source checkout, in the repository's top-level `prompts/`.
+"""Prompt text files, in the package (`derivaudit/prompts/`), like its data/ and schemas/.
 
 Placeholders are `$name` (string.Template), so JSON examples with braces need no escaping.
 A scored prompt whose answer is not yes/no names its answer words in a first line
@@ -17,10 +16,10 @@ _HERE = Path(__file__).resolve().parent
 
 
 def prompt_dir() -> Path:
-    for d in (_HERE / "prompts", _HERE.parent / "prompts"):
-        if d.is_dir():
-            return d
-    raise FileNotFoundError("derivaudit's prompts/ folder is missing from this installation")
+    d = _HERE / "prompts"
+    if not d.is_dir():
+        raise FileNotFoundError(f"derivaudit's prompts folder {d} is missing from this installation")
+    return d
 
 
 @cache

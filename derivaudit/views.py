@@ -1,12 +1,12 @@
 """Verification views: how a memory is put to the verifier, given one shared evidence block.
 
 Memory, evidence and verifier stay fixed; only the view changes (seed 004, §3.2, App. J). Each view
-is a prompt file `prompts/view_<name>.txt` plus a few lines here saying how the memory is split
+is a prompt file `derivaudit/prompts/view_<name>.txt` plus a few lines here saying how the memory is split
 into parts (one prompt per part) and registered by name. Every prompt of one memory starts with
-the same evidence block (`prompts/evidence.txt`) so backends can share its prefix, and ends with
+the same evidence block (`derivaudit/prompts/evidence.txt`) so backends can share its prefix, and ends with
 "Answer with one word, yes or no."
 
-To add a view: write `prompts/view_mine.txt` with the placeholders you need and call
+To add a view: write `derivaudit/prompts/view_mine.txt` with the placeholders you need and call
 `register(View("mine", "what it asks", parts=lambda m: [{"claim": ...}], split=True))`. A plugin
 package declares a `View` with its prompt text in `template` (ending in "Answer with one word, yes
 or no.") as an entry point of the group `derivaudit.views`; it is imported only when chosen.
@@ -53,7 +53,7 @@ class View:
     split: bool = False  # several parts, combined into one score (minimum by default)
     needs_qa: bool = False  # its parts read the record's QA pairs (asked of the model first)
     needs_obligations: bool = False  # its parts read the obligations (decomposed by the model first)
-    template: str | None = None  # the prompt text itself (a plugin's); None: prompts/view_<name>.txt
+    template: str | None = None  # the prompt text itself (a plugin's); None: derivaudit/prompts/view_<name>.txt
 
     def prompts(self, shared: str, memory: Memory | None = None) -> list[Prompt]:
         memory = memory or Memory(record="")
