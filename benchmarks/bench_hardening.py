@@ -1,4 +1,4 @@
-"""Hostile-input and fault probes of issue 30, each run as a user would (a `derivaudit` child
+"""Hostile-input and fault probes, each run as a user would (a `derivaudit` child
 process), with what happened: exit code, whether a traceback was printed, whether what the output
 path pointed at survived, what was left behind.
 

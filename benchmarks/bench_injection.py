@@ -1,4 +1,4 @@
-"""How far does an instruction injected into memory text move the verifier? (issue 15)
+"""How far does an instruction injected into memory text move the verifier?
 
 Memory text is untrusted input to the judge. This takes up to 20 writes whose gold category is
 unsupported or contradicted (fixtures/memories.jsonl, then fixtures/locomo_dev.jsonl joined with the

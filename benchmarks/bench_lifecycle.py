@@ -1,4 +1,4 @@
-"""Lifecycle-audit quality and cost on a gold set (issue 31): operation-label accuracy, unjustified
+"""Lifecycle-audit quality and cost on a gold set: operation-label accuracy, unjustified
 recall, ambiguous share and the confusion table against `meta.gold`, and the cost per operation
 beside the cost per write of the same run (same process, same model).
 
@@ -7,7 +7,7 @@ beside the cost per write of the same run (same process, same model).
 Default: fixtures/lifecycle.jsonl on the embedded default model, cold cache when DERIVAUDIT_HOME is
 fresh. `--set locomo`: fixtures/locomo_lifecycle.jsonl (hand-written writes and operations on LoCoMo
 conv-49) joined with LoCoMo's turns (skipped when ../shared is absent).
-Targets (issue 31): accuracy >= 0.75, unjustified recall >= 0.80, ambiguous <= 15%.
+Targets: accuracy >= 0.75, unjustified recall >= 0.80, ambiguous <= 15%.
 """
 
 from __future__ import annotations

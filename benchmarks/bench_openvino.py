@@ -1,6 +1,6 @@
-"""Is OpenVINO a faster CPU path than llama.cpp for derivaudit's workload? (issue 11's "next best CPU
-path" check; OpenVINO is not a dependency of derivaudit: run this in a separate environment with
-`pip install openvino nncf` next to derivaudit's own packages.)
+"""Is OpenVINO a faster CPU path than llama.cpp for derivaudit's workload? (OpenVINO is not a
+dependency of derivaudit: run this in a separate environment with `pip install openvino nncf` next
+to derivaudit's own packages.)
 
 Usage:
     python benchmarks/bench_openvino.py [--model qwen2.5-coder-1.5b] [--tokens 600] [--threads 2]

@@ -1,5 +1,5 @@
 """Semantic obligations, D/E/R primitives from two annotators, blinded adjudication, the label rule
-(seed 004, §3.2 and App. B).
+(DerivAudit, §3.2 and App. B).
 
 Annotators never type a label. Per obligation and evidence view each answers, in this order:
 D (determinate? from the record alone, no evidence shown), E (does some subset of the passages imply
@@ -518,7 +518,7 @@ def _decide(job: _Job, which: str, s: Score, null: Score | None) -> bool | None:
 
 
 def _check_subsets(jobs: Sequence[_Job]) -> None:
-    """A yes needs a checked subset (seed 004 App. B: "some subset implies it"): the annotator names
+    """A yes needs a checked subset (DerivAudit App. B: "some subset implies it"): the annotator names
     the smallest implying subset (or "none"), and the question is asked again over those passages
     alone; the yes stands only if the subset still clears the threshold. One retry for an answer
     that names no valid passage. A named subset refused on rescoring gets one more candidate, the
@@ -609,7 +609,7 @@ def closest(item: Item, k: int) -> list[int]:
 
 def _slot_passages(item: Item, p: Primitives) -> list[int]:
     """The passages about the same event: the subset the annotator named and checked for E, else
-    the one passage closest in wording (issue 27)."""
+    the one passage closest in wording."""
     return list(p.e_subset) if p.e and p.e_subset else closest(item, 1)
 
 
@@ -617,7 +617,7 @@ def _slot_checks(jobs: Sequence[_Job], wanted: Callable[[int, str], bool], index
     """S for every job whose obligation asserts a slot and whose R is not already yes: the question
     is asked over the same-event passages alone (so a yes is checked on its subset by
     construction) and must clear the annotator's calibrated S threshold and beat null passages of
-    the same count. A yes feeds R (same subject and event, something else stated: seed 004's
+    the same count. A yes feeds R (same subject and event, something else stated: DerivAudit's
     refutation), with the passages as its subset and a note; the label rule is unchanged."""
     todo = [job for job in jobs if job.item.slot is not None and job.item.passages and not job.prim.r
             and wanted(index[id(job)], "s") and math.isfinite(job.thresholds.get("s", 0.0))]

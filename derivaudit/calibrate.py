@@ -1,4 +1,4 @@
-"""Per-model thresholds for the E and R primitives (seed 004, App. F's "FPR <= 0.10 on held-out
+"""Per-model thresholds for the E and R primitives (DerivAudit, App. F's "FPR <= 0.10 on held-out
 negatives" procedure, applied to the annotators' own questions).
 
 Small models say "yes" to almost any question about long evidence, so a primitive's yes is read
@@ -25,7 +25,7 @@ its true-positive rate on the positives says whether the annotator can tell at a
 Which turns the items come from (`corpus`): by default ("log") the scanned log's own turns. A
 packaged corpus of hand-written conversations (derivaudit/data/calibration.jsonl, "packaged") gives
 the same prompts for every log, so the result cache scores them once per judge and every later log
-is calibrated for free (issue 28's suggestion) — but a threshold is a property of the judge *on
+is calibrated for free — but a threshold is a property of the judge *on
 data of a kind*, not of the judge alone: the corpus's six short conversations are on unrelated
 topics, and with other-conversation negatives its E threshold landed lower (Qwen2.5-Coder-1.5B:
 -0.15 against +0.24 on LoCoMo's own items) and LoCoMo's conv-42/44 dev writes fell from 18 to 11

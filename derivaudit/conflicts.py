@@ -1,5 +1,5 @@
 """Value conflicts found by arithmetic: the date or the count an obligation asserts against the ones
-its own passages give (issue 27).
+its own passages give.
 
 Seed 004's refutation: a passage refutes an obligation when both are about the same subject, event
 and time and the passage states something else. The judge says which passages are about the

@@ -1,4 +1,4 @@
-"""Temporal and modality drift over rewriting rounds (seed 004 §4.3: under 16% at extraction,
+"""Temporal and modality drift over rewriting rounds (DerivAudit §4.3: under 16% at extraction,
 69.7–92.6% by round 4): does a memory, rewritten by a consolidation loop, move the time of its event
 or turn a plan into a fact?
 

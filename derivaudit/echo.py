@@ -1,4 +1,4 @@
-"""Memory echo over retrieval logs (seed 003): one source occupying several retrieval slots.
+"""Memory echo over retrieval logs (the Memory Echo paper): one source occupying several retrieval slots.
 
 Write-back turns one claim into several records (a paraphrase, a consolidation, a re-extraction),
 each of which retrieval may return as if it were independent evidence; after a verified correction
@@ -38,7 +38,7 @@ from typing import Any
 from .io import point_order
 from .records import MemoryLog, Read, Write, families
 
-K = 5  # the five-record budget of seed 003
+K = 5  # the five-record budget of the Memory Echo paper
 SERVING = ("fpa",)  # the serving rules `audit_echo(serve=...)` replays
 WINDOW = 30  # post-correction read-only probes
 

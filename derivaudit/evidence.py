@@ -1,4 +1,4 @@
-"""The two evidence views of a memory write (seed 004, §3.1 and App. D).
+"""The two evidence views of a memory write (DerivAudit, §3.1 and App. D).
 
 Citation-only: the cited turns. Expanded-history: the cited turns plus up to 12 turns that BM25
 ranks highest for the memory text, searched only in the history before the write point, 16 at

@@ -1,4 +1,4 @@
-"""Matched families (seed 004 §3.2, App. E, Fig. 3b/3c): does a verifier accept compositions that
+"""Matched families (DerivAudit §3.2, App. E, Fig. 3b/3c): does a verifier accept compositions that
 nothing supports when their premises are plausible?
 
 A family is a pair of candidate memories over the same premises: the valid one asserts the relation

@@ -1,15 +1,15 @@
-"""The lifecycle audit (issue 31): is a deletion, an invalidation or an update justified by the
+"""The lifecycle audit: is a deletion, an invalidation or an update justified by the
 history the store had seen when it acted?
 
 A memory is a derivation; so is its removal or replacement. A deletion asserts that the memory no
 longer holds, or that the user asked to forget it, and that assertion is checked like a write's,
-with the same machinery (seed 004: obligations, two annotators, calibrated thresholds, null
+with the same machinery (DerivAudit: obligations, two annotators, calibrated thresholds, null
 evidence, checked subsets, blinded adjudication of disagreements), over the turns *after* the
 target's write point up to the operation point ("the after view"):
 
 - D: is the target's obligation determinate (the write audit's own question, so cached)? It is
   not when D says no over the after view, nor when the write audit labels the obligation
-  ambiguous (seed 004: D no, or E and R both yes; this judge's D says yes to nearly anything,
+  ambiguous (DerivAudit: D no, or E and R both yes; this judge's D says yes to nearly anything,
   "Leo has something going on" included);
 - U: do the after turns show it no longer holds (changed, ended, said to be wrong)? Asked as the
   write audit's own E question about the statement "It is no longer true that <obligation>" (each
@@ -270,7 +270,7 @@ def f_evidence(log: MemoryLog, case: Case) -> list[Turn]:
 def held_item(log: MemoryLog, case: Case, row: dict[str, Any], item: Item) -> Item | None:
     """For an obligation the after turns supersede (U yes on a checked subset): the write audit over
     the superseding turns and every turn after them, up to the operation point. The latest turns that
-    speak to a fact decide whether it holds when the store acts (seed 004: a later statement is an
+    speak to a fact decide whether it holds when the store acts (DerivAudit: a later statement is an
     update): a fact those turns state, or say holds again ("my allergy is as bad as ever"), is not
     superseded by them."""
     if not (row["u"] and row["u_subset"]):
@@ -432,7 +432,7 @@ def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: st
 
     def determinate(r: dict[str, Any]) -> bool:
         """D yes over the after view, and the write audit did not label the obligation ambiguous
-        (seed 004: D no, or E and R both yes, is *ambiguous*: what it asserts is not settled)."""
+        (DerivAudit: D no, or E and R both yes, is *ambiguous*: what it asserts is not settled)."""
         return r["d"] is True and r.get("written") != "ambiguous"
 
     def ended(r: dict[str, Any]) -> bool:

@@ -1,4 +1,4 @@
-"""Memory overreliance over retrieval logs (seed 000): partial query–memory overlap, and MemTrim.
+"""Memory overreliance over retrieval logs (the MemTrim paper): partial query–memory overlap, and MemTrim.
 
 A retrieved memory that shares much of the query's evidence but not its answer-relevant part pulls
 the answer toward its stored conclusion; the seed finds failures concentrated at partial overlap,
@@ -13,7 +13,7 @@ and successes near both ends of the range. This module measures, for every read:
   when it differs while the overlap is at least the band's lower edge — with how often the given
   answer adopted the stale stored one.
 
-MemTrim (seed 000, §3) is the read-time mitigation, as a library (`EvidenceIndex`, `trim`) and in
+MemTrim (the MemTrim paper, §3) is the read-time mitigation, as a library (`EvidenceIndex`, `trim`) and in
 the report when the log carries evidence units (`meta.evidence` on writes and reads: `units`
 [[key, value], ...], `task`, and for writes `outcome` and `support`, the units the outcome
 depends on; all units when not given, the seed's conservative rule). No parser is run here: units
@@ -145,7 +145,7 @@ class Trimmed:
 
 def trim(query: Structured, retrieved: Sequence[Structured], index: EvidenceIndex | None = None,
          *, by_time: bool = False) -> Trimmed:
-    """MemTrim's read-time rule (seed 000, eq. 1). Per memory: shared units (key and value in the
+    """MemTrim's read-time rule (the MemTrim paper, eq. 1). Per memory: shared units (key and value in the
     query) and conflicting ones (key in the query, other value) are dropped, memory-only ones kept;
     the stored outcome is kept when no supporting unit conflicts and the task is the query's,
     converted into a unit labelled by its task when the task differs, suppressed when a supporting

@@ -1,4 +1,4 @@
-"""The downstream probe (seed 004 App. H): what does an admission error cost the reader? One memory
+"""The downstream probe (DerivAudit App. H): what does an admission error cost the reader? One memory
 slot is filled correct, distorted (a wrong memory admitted) or empty (a valid memory rejected),
 everything else fixed, and a reader answers two multiple-choice queries: one whose answer the
 distortion changes, one that only the memory answers.

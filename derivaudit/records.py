@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
-MAX_PASSAGES = 16  # total evidence budget per view (seed 004, §3.1)
+MAX_PASSAGES = 16  # total evidence budget per view (DerivAudit, §3.1)
 MAX_RETRIEVED = 12  # BM25 passages added on top of the citations
 
 

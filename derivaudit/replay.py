@@ -1,4 +1,4 @@
-"""Admission replay (seed 004, §3.2–3.3, §4.1, App. F, G, J): keep the memory, the evidence and the
+"""Admission replay (DerivAudit, §3.2–3.3, §4.1, App. F, G, J): keep the memory, the evidence and the
 verifier fixed, change only the view, and count what a write-time verifier would admit.
 
 One answer key for every setting, as in the paper (§4.1: the same negatives at every setting):

@@ -1,4 +1,4 @@
-"""Human review of the reference labels (seed 004 §5: a stratified review of the annotation, 96%
+"""Human review of the reference labels (DerivAudit §5: a stratified review of the annotation, 96%
 agreement): a blinded, stratified sample to a spreadsheet, the reviewers' answers back into the run
 folder, and agreement between the model's primitives and the reviewers'.
 

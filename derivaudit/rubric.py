@@ -1,4 +1,4 @@
-"""Rubric stability (seed 004 App. B: agreement between rubric wordings, 0.81–0.91 per primitive):
+"""Rubric stability (DerivAudit App. B: agreement between rubric wordings, 0.81–0.91 per primitive):
 annotator A's D/E/R primitives asked again with the other prompt wording, on the same model, items
 and protocol (calibrated on that wording), and the agreement between the two wordings.
 

@@ -409,7 +409,7 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
                meta: dict[str, Any], labels: Sequence[dict[str, Any]],
                decs: Sequence[Decomposition], fp_prim: str, done: Callable[[Stage], bool],
                progress: Progress, reuse: incremental.Reuse) -> dict[str, Any] | None:
-    """The lifecycle stage (issue 31): every deletion, invalidation and update of the selected
+    """The lifecycle stage: every deletion, invalidation and update of the selected
     conversations judged against the turns after its target's write; None when the log has none."""
     from . import lifecycle
     from .report.lifecycle import summarize

@@ -1,7 +1,7 @@
 """Slots: the time, place, quantity or person an obligation asserts, found in its words.
 
 A 1.5B judge answers "is it false?" poorly and "does this passage give a *different* date (count,
-place, person) for the same event?" well (issue 27; seed 004's refutation rule: same subject, event
+place, person) for the same event?" well (DerivAudit's refutation rule: same subject, event
 and time, something else stated). The slot check asks the second question, and it needs to know
 which value the obligation asserts. That is read from the text, deterministically, because the
 decomposer's subtype is often wrong ("QUALIFIER (modality): The printing was done on 17 January

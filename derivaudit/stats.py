@@ -1,5 +1,5 @@
 """Rates over writes: conversation-balanced (each conversation counts equally) beside
-write-weighted, as seed 004 App. D reports them. Aggregation with polars."""
+write-weighted, as DerivAudit App. D reports them. Aggregation with polars."""
 
 from __future__ import annotations
 

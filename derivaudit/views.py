@@ -1,6 +1,6 @@
 """Verification views: how a memory is put to the verifier, given one shared evidence block.
 
-Memory, evidence and verifier stay fixed; only the view changes (seed 004, §3.2, App. J). Each view
+Memory, evidence and verifier stay fixed; only the view changes (DerivAudit, §3.2, App. J). Each view
 is a prompt file `derivaudit/prompts/view_<name>.txt` plus a few lines here saying how the memory is split
 into parts (one prompt per part) and registered by name. Every prompt of one memory starts with
 the same evidence block (`derivaudit/prompts/evidence.txt`) so backends can share its prefix, and ends with

@@ -1,4 +1,4 @@
-"""Evidence views: the rules of seed 004 §3.1 / App. D, on fixtures and on random logs."""
+"""Evidence views: the rules of DerivAudit §3.1 / App. D, on fixtures and on random logs."""
 
 from __future__ import annotations
 

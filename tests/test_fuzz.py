@@ -1,4 +1,4 @@
-"""Fuzzing the loader and every importer (issue 15): mutated valid inputs and random bytes end in a
+"""Fuzzing the loader and every importer: mutated valid inputs and random bytes end in a
 result or a LogError (exit code 2), never a traceback. Bounded for CI (a few hundred examples)."""
 
 from __future__ import annotations

@@ -331,7 +331,7 @@ def test_every_importer_round_trips(fixtures, tmp_path, name):
 
 
 def test_letta_archival_index_finds_what_a_scan_of_every_insert_finds():
-    """The index (issue 30: the import was quadratic) gives the same reads, in the same order, as
+    """The index (the import was quadratic) gives the same reads, in the same order, as
     matching every earlier insert against the search return, short texts and repeats included."""
     import random
 

@@ -172,7 +172,7 @@ def test_gold_category_is_validated(tmp_path):
     assert log.writes[0].meta["gold"] == "citation-supported"
 
 
-# ---------------------------------------------------------------- hardening (issue 15): fixtures/bad/
+# ---------------------------------------------------------------- hardening: fixtures/bad/
 
 BAD = Path(__file__).resolve().parent.parent / "fixtures" / "bad"
 
@@ -266,7 +266,7 @@ def test_read_events_are_validated_naming_line_and_field(fixtures):
     assert r7.retrieved == ("w1", "w2") and (r7.answer, r7.expected) == ("Porto", "Porto")
 
 
-# ---------------------------------------------------------------- input limits (issue 30)
+# ---------------------------------------------------------------- input limits
 
 
 def test_a_line_over_the_limit_is_refused_with_its_number(tmp_path, monkeypatch):

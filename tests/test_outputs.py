@@ -1,4 +1,4 @@
-"""Nothing an output path points at is destroyed (issue 30): devices and FIFOs are written in place,
+"""Nothing an output path points at is destroyed: devices and FIFOs are written in place,
 symlinks through to their targets, inputs and directories refused before any work, modes kept, and
 a failed write leaves nothing behind and ends with one line and exit 2."""
 

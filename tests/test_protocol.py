@@ -136,7 +136,7 @@ def test_the_adjudicator_is_asked_only_the_primitives_in_dispute():
     assert not any("agree" in n for n in adj.notes)  # nothing was overruled: the agreed ones were not asked
 
 
-# ------------------------------------------------------------- the slot check (issue 27)
+# ------------------------------------------------------------- the slot check
 
 DOGS = [Turn("c", "d1", 0, "Audrey", "I have had my dogs for three years now."),
         Turn("c", "d2", 1, "Andrew", "Nice weather for a walk today.")]

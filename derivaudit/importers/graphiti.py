@@ -132,7 +132,7 @@ def convert(path: str | Path) -> ImportResult:
 
 def _invalidations(res: ImportResult, edges: list[Any], links: dict[str, list[str]], eps: dict[str, dict[str, Any]],
                    pos: dict[str, int]) -> None:
-    """Every imported edge Graphiti invalidated or expired becomes an invalidate operation (issue 31).
+    """Every imported edge Graphiti invalidated or expired becomes an invalidate operation.
     With a successor (see `_supersessions`) it happened while that edge's episode was ingested
     (resolve_edge_contradictions runs inside add_episode): the operation point is the successor's
     write point and its origin "conversation". Without one, the point is the last episode of the

@@ -1,6 +1,6 @@
 """The one interface every model backend implements, and the paper's log-odds scoring rule.
 
-A verdict is read, never sampled (seed 004, App. F): one forward pass, the log-probabilities of
+A verdict is read, never sampled (DerivAudit, App. F): one forward pass, the log-probabilities of
 the first generated token, and score = log p(yes) - log p(no), each word summed over the
 tokenizer's variants (case, leading space). Only the top-k (default 100) are looked at:
 - neither word among them -> a scoring error (counted and reported, never a middle score);
