@@ -54,10 +54,35 @@ def test_readme_index_names_real_commands_and_links_resolve():
     index = readme[readme.index("## Commands"):readme.index("## Input")]
     rows = re.findall(r"^\| `([a-z]+)`", index, re.M)
     assert rows and set(rows) <= real
-    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", doc.read_text()):
-            assert (doc.parent / target).exists(), f"{doc.name}: broken link {target}"
     assert len(readme.splitlines()) <= 250
+
+
+def _anchors(doc: Path) -> set[str]:
+    """The anchors a Markdown file offers: GitHub's heading slugs (lower case, punctuation but `-`
+    and `_` dropped, spaces as `-`, repeats numbered) and explicit `<a id="...">`."""
+    text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+    seen: dict[str, int] = {}
+    out = set(re.findall(r'<a id="([^"]+)"', text))
+    for head in re.findall(r"^#{1,6} (.+?)\s*$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", head.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def test_every_link_and_anchor_in_the_docs_resolves():
+    docs = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for doc in docs:
+        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+        for target, anchor in re.findall(r"\]\(([^)#\s:]*)(?:#([^)\s]*))?\)", text):
+            path = (doc.parent / target).resolve() if target else doc
+            if not path.exists():
+                broken.append(f"{doc.name}: {target} does not exist")
+            elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+                broken.append(f"{doc.name}: {target or doc.name}#{anchor} names no heading or anchor there")
+    assert not broken, "\n".join(broken)
 
 
 def _ci_steps() -> list[str]:
