@@ -177,3 +177,67 @@ def families(writes: Sequence[Write]) -> dict[str, str]:
     for w in writes:
         fam(w)
     return out
+
+
+class LogError(Exception):
+    """Raised when input is invalid (strict mode) or unreadable (any mode)."""
+
+    def __init__(self, problems: Sequence[Problem]):
+        self.problems = list(problems)
+        head = "\n".join(str(p) for p in self.problems[:20])
+        more = len(self.problems) - 20
+        super().__init__(head + (f"\n... and {more} more" if more > 0 else ""))
+
+
+def turn_to_dict(t: Turn) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "type": "turn", "conversation_id": t.conversation_id, "turn_id": t.turn_id,
+        "order": t.order, "speaker": t.speaker, "text": t.text,
+    }
+    if t.time is not None:
+        d["time"] = t.time
+    if t.session is not None:
+        d["session"] = t.session
+    return d
+
+
+def write_to_dict(w: Write) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "type": "write", "write_id": w.write_id, "conversation_id": w.conversation_id, "text": w.text,
+        "citations": list(w.citations), "last_seen_turn": w.last_seen_turn,
+    }
+    for k in ("time", "source_id", "parent_id", "operation", "round", "valid", "verified_correction", "supersedes",
+              "meta"):
+        v = getattr(w, k)
+        if v is not None:
+            d[k] = list(v) if isinstance(v, tuple) else v
+    return d
+
+
+def read_to_dict(r: Read) -> dict[str, Any]:
+    retrieved: list[Any] = list(r.retrieved)
+    if r.scores:
+        retrieved = [{"write_id": w, "score": s} for w, s in zip(r.retrieved, r.scores, strict=True)]
+    d: dict[str, Any] = {"type": "read", "read_id": r.read_id, "conversation_id": r.conversation_id,
+                         "last_seen_turn": r.last_seen_turn, "query": r.query, "retrieved": retrieved}
+    for k in ("time", "answer", "expected", "meta"):
+        v = getattr(r, k)
+        if v is not None:
+            d[k] = v
+    return d
+
+
+def operation_to_dict(o: Operation) -> dict[str, Any]:
+    d: dict[str, Any] = {"type": "operation", "operation_id": o.operation_id, "conversation_id": o.conversation_id,
+                         "kind": o.kind, "target": o.target, "last_seen_turn": o.last_seen_turn}
+    if o.citations:
+        d["citations"] = list(o.citations)
+    for k in ("time", "successor", "origin", "meta"):
+        v = getattr(o, k)
+        if v is not None:
+            d[k] = v
+    return d
+
+
+def header(producer: str) -> dict[str, Any]:
+    return {"type": "header", "schema_version": SCHEMA_VERSION, "producer": producer}
