@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from derivaudit import load_log  # noqa: E402
-from derivaudit.annotate import decompose  # noqa: E402
+from derivaudit.decompose import decompose  # noqa: E402
 from derivaudit.evidence import build_views  # noqa: E402
 from derivaudit.models import load_backend  # noqa: E402
 from derivaudit.replay import Case, score_cases  # noqa: E402

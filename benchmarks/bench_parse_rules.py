@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_labels import parse_model  # noqa: E402
 
-from derivaudit.annotate import decompose  # noqa: E402
+from derivaudit.decompose import decompose  # noqa: E402
 from derivaudit.models import load_backend  # noqa: E402
 from derivaudit.records import Write  # noqa: E402
 

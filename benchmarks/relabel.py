@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from derivaudit import gold, load_log  # noqa: E402
-from derivaudit.annotate import parse_obligations  # noqa: E402
 from derivaudit.conflicts import Passage  # noqa: E402
+from derivaudit.decompose import parse_obligations  # noqa: E402
 from derivaudit.labels import memory_label  # noqa: E402
 from derivaudit.runs import load_meta, read_jsonl  # noqa: E402
 from derivaudit.scan import settled, write_time  # noqa: E402

@@ -191,7 +191,7 @@ def run(built: str | Path, backend: Backend, views: Sequence[str] = ("holistic",
     """Score every built version with each view (obligations written by the same model, once per
     memory) and report acceptance per cell, the valid-invalid gap per evidence setting and the
     control outcomes."""
-    from .annotate import decompose
+    from .decompose import decompose
     from .records import Write
     from .replay import Case, score_cases
     from .runs import read_jsonl

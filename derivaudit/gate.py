@@ -66,7 +66,7 @@ def admit(record: str, passages: Sequence[str | dict[str, Any]], *, view: str = 
         memory = record_memory(record)
     else:
         if obligations is None and v.needs_obligations:
-            from .annotate import decompose
+            from .decompose import decompose
 
             w = Write("gate", "gate", record, (), "gate")
             obligations = [(o.kind, o.text) for o in decompose(be, [w])[0].obligations]

@@ -80,19 +80,8 @@ from typing import Any, ClassVar
 from rank_bm25 import BM25Okapi
 
 from . import calibrate as cal
-from .annotate import (
-    Annotator,
-    Item,
-    Obligation,
-    Primitives,
-    Settled,
-    _answers,
-    annotate,
-    ask,
-    passages_block,
-    settle_agreed,
-    stems,
-)
+from .annotate import Annotator, Item, Primitives, Settled, _answers, annotate, ask, passages_block, settle_agreed
+from .decompose import Obligation, stems
 from .evidence import tokenize
 from .models.base import Backend, Prompt
 from .records import MAX_PASSAGES, MemoryLog, Turn, Write

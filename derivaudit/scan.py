@@ -21,16 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, calibrate, conflicts, gold, incremental, runs, sampling, templates
-from .annotate import (
-    PARSE_RULES,
-    SUBSET_RULES,
-    Annotation,
-    Annotator,
-    Decomposition,
-    Item,
-    decompose,
-)
+from .annotate import SUBSET_RULES, Annotation, Annotator, Item
 from .annotate import annotate as run_annotators
+from .decompose import PARSE_RULES, Decomposition, decompose
 from .evidence import EvidenceSettings, Views, build_views
 from .labels import RULES, answers, carry_across_views, memory_label, obligation_label
 from .models import ModelPool, ModelRoles, ModelSpec

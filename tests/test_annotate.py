@@ -5,18 +5,8 @@ from __future__ import annotations
 import pytest
 
 from derivaudit import load_log
-from derivaudit.annotate import (
-    Annotator,
-    DecompositionError,
-    Item,
-    Primitives,
-    adjudicate,
-    annotate,
-    decompose,
-    parse_obligations,
-    parse_subset,
-    settle_agreed,
-)
+from derivaudit.annotate import Annotator, Item, Primitives, adjudicate, annotate, parse_subset, settle_agreed
+from derivaudit.decompose import DecompositionError, decompose, parse_obligations
 from derivaudit.evidence import build_views
 from derivaudit.models import load_backend
 from derivaudit.records import Write
@@ -229,7 +219,7 @@ def test_primitives_describe_has_no_identity():
 def test_a_fallback_keeps_the_lines_it_left_out_as_not_about_the_record():
     """A decomposition that fails twice falls back to the whole record; the generated lines dropped
     as not about the record stay in `dropped`, beside the error they caused."""
-    from derivaudit.annotate import decompose
+    from derivaudit.decompose import decompose
 
     from .rule_backend import RuleBackend
 

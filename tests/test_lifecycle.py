@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from derivaudit import lifecycle
-from derivaudit.annotate import Annotator, Obligation
+from derivaudit.annotate import Annotator
+from derivaudit.decompose import Obligation
 from derivaudit.io import load_log
 from derivaudit.models.base import Score
 from derivaudit.records import MAX_PASSAGES

@@ -1,7 +1,8 @@
 """The D/E/R decisions: null-evidence contrast, checked subsets (a wrong one refused on rescoring,
 "none" handled), thresholds. A rule-based verifier makes the right answer known."""
 
-from derivaudit.annotate import Annotator, Item, Obligation, annotate, lexical_subset, parse_subset
+from derivaudit.annotate import Annotator, Item, annotate, lexical_subset, parse_subset
+from derivaudit.decompose import Obligation
 from derivaudit.records import Turn, Write
 
 from .rule_backend import RuleBackend

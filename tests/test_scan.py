@@ -208,7 +208,8 @@ def test_a_write_insufficient_after_a_capped_search_is_unresolved_and_replay_exc
     cap of 12) and a write nothing in them supports; the same write over a conversation where the
     cap is not reached is plainly unsupported."""
     from derivaudit import build_views
-    from derivaudit.annotate import Annotator, Decomposition, Item, Obligation, annotate
+    from derivaudit.annotate import Annotator, Item, annotate
+    from derivaudit.decompose import Decomposition, Obligation
     from derivaudit.io import check_rows, write_jsonl
     from derivaudit.replay import load_cases
     from derivaudit.scan import _primitive_row, label_writes
