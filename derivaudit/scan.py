@@ -188,199 +188,224 @@ def another_log(run: str | Path, log: MemoryLog) -> str | None:
 
 def _scan(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Annotator], cfg: ScanConfig,
           input_files: Sequence[str | Path], progress: Progress, notify: Callable[[str], None]) -> dict[str, Any]:
-    a, b, adj = annotators
-    chunk = chunk_size(cfg, annotators)
+    """The stages in order, each timed and saved in meta.json, stopping after `cfg.until`."""
+    p = _Pass(log, run, annotators, cfg, input_files, progress, notify)
+    for stage in (p.views, p.obligations, p.calibration, p.primitives):
+        t0 = time.time()
+        stopped = stage()
+        p.timings[stage.__name__] = round(time.time() - t0, 3)
+        if stage.__name__ != "calibration":  # saved with the primitives it decides
+            save_meta(run, p.meta)
+        if stopped:
+            return {}
+    return p.labels()
 
-    def done(st: Stage) -> bool:
+
+class _Pass:
+    """One scan of a run folder: the state its stages hand on (views, decompositions, rows), the
+    run's meta.json and what an earlier scan of the run leaves to reuse."""
+
+    def __init__(self, log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator, Annotator],
+                 cfg: ScanConfig, input_files: Sequence[str | Path], progress: Progress,
+                 notify: Callable[[str], None]):
+        self.log, self.run, self.annotators, self.cfg = log, run, annotators, cfg
+        self.progress, self.notify = progress, notify
+        self.chunk = chunk_size(cfg, annotators)
+        self.started = time.time()
+        digest = incremental.digest(log)
+        self.input_hash = _fp([hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in input_files]) \
+            if input_files else _fp(digest)
+        self.writes = select_writes(log, cfg)
+        self.meta = meta = load_meta(run)
+        meta.update({
+            "derivaudit": __version__, "input_files": [str(f) for f in input_files], "input_sha": self.input_hash,
+            "selection": {"limit": cfg.limit, "conversations": cfg.conversations, "writes": len(self.writes),
+                          "sample": None if cfg.sample is None else
+                          {"n": cfg.sample, "seed": cfg.sample_seed, "design": sampling.DESIGN,
+                           "store_conversations": store_of(log, cfg)}},
+            "evidence": cfg.evidence.to_dict(),
+            "annotators": {x.role: x.describe() for x in annotators},
+            "skipped_records": [p.to_dict() for p in log.skipped],
+            "log_digest": digest,
+        })
+        meta["config"] = cfg.to_dict()
+        meta.pop("cli", None)
+        self.timings: dict[str, float] = meta.setdefault("timings", {})
+        self.reuse = incremental.Reuse(run, notify)
+        self.reused: dict[str, int] = {}  # stage -> rows taken from the earlier scan of this run
+        self.health: dict[str, Any] = {}
+
+    def done(self, st: Stage) -> bool:
         if st.done():
             return True
         if st.why:
-            notify(f"redoing the {st.name} stage: {st.why}")
+            self.notify(f"redoing the {st.name} stage: {st.why}")
         return False
 
-    meta = load_meta(run)
-    started = time.time()
-    digest = incremental.digest(log)
-    input_hash = _fp([hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in input_files]) \
-        if input_files else _fp(digest)
-    writes = select_writes(log, cfg)
-    meta.update({
-        "derivaudit": __version__, "input_files": [str(f) for f in input_files], "input_sha": input_hash,
-        "selection": {"limit": cfg.limit, "conversations": cfg.conversations, "writes": len(writes),
-                      "sample": None if cfg.sample is None else
-                      {"n": cfg.sample, "seed": cfg.sample_seed, "design": sampling.DESIGN,
-                       "store_conversations": store_of(log, cfg)}},
-        "evidence": cfg.evidence.to_dict(),
-        "annotators": {x.role: x.describe() for x in annotators},
-        "skipped_records": [p.to_dict() for p in log.skipped],
-        "log_digest": digest,
-    })
-    meta["config"] = cfg.to_dict()
-    meta.pop("cli", None)
-    timings: dict[str, float] = meta.setdefault("timings", {})
-    reuse = incremental.Reuse(run, notify)
-    reused: dict[str, int] = {}  # stage -> rows taken from the earlier scan of this run
+    def views(self) -> bool:
+        cfg, writes = self.cfg, self.writes
+        self.fp_views = _fp(self.input_hash, cfg.evidence.to_dict(), [w.write_id for w in writes])
+        st = Stage(self.run, "views", self.fp_views, self.meta)
+        self.view_list: list[Views] = list(build_views(self.log, cfg.evidence, {w.write_id for w in writes}))
+        self.keys = {v.write.write_id: incremental.write_key(v.to_dict(), v.write) for v in self.view_list}
+        if not self.done(st):
+            st.finish([v.to_dict() for v in self.view_list])
+        self.progress("views", len(self.view_list), len(self.view_list))
+        return cfg.until == "views"
 
-    # -- views
-    t0 = time.time()
-    fp_views = _fp(input_hash, cfg.evidence.to_dict(), [w.write_id for w in writes])
-    st = Stage(run, "views", fp_views, meta)
-    ids = {w.write_id for w in writes}
-    views: list[Views] = list(build_views(log, cfg.evidence, ids))
-    keys = {v.write.write_id: incremental.write_key(v.to_dict(), v.write) for v in views}
-    if not done(st):
-        st.finish([v.to_dict() for v in views])
-    progress("views", len(views), len(views))
-    timings["views"] = round(time.time() - t0, 3)
-    save_meta(run, meta)
-    if cfg.until == "views":
-        return {}
+    def obligations(self) -> bool:
+        a, writes, reuse = self.annotators[0], self.writes, self.reuse
+        settings = (a.backend.identity(), prompts_fingerprint("decompose"), PARSE_RULES)
+        set_obl, self.fp_obl = _fp(*settings), _fp(self.fp_views, *settings)  # the latter as before reuse.json
+        st = Stage(self.run, "obligations", self.fp_obl, self.meta)
+        if self.done(st):
+            self.decs = [Decomposition.from_dict(r) for r in st.load()]
+            self.reused["obligations"] = len(self.decs)
+            self.progress("obligations", len(self.decs), len(writes))
+        else:
+            have = {r["write_id"]: Decomposition.from_dict(r) for r in st.resumed()}
+            old = reuse.usable("obligations", set_obl, self.keys) - set(have)
+            have.update((r["write_id"], Decomposition.from_dict(r)) for r in reuse.rows("obligations", old))
+            self.reused["obligations"] = len(old)
+            self.progress("obligations", len(have), len(writes))
+            todo = [w for w in writes if w.write_id not in have]
+            with st.appender() as append:
+                for start in range(0, len(todo), self.chunk):
+                    part = decompose(a.backend, todo[start : start + self.chunk])
+                    append([d.to_dict() for d in part])
+                    have.update((d.write_id, d) for d in part)
+                    self.progress("obligations", len(part), len(writes))
+            self.decs = [have[w.write_id] for w in writes]
+            reuse.forget("obligations")
+            st.finish([d.to_dict() for d in self.decs])
+        reuse.remember("obligations", set_obl, self.keys)
+        return self.cfg.until == "obligations"
 
-    # -- obligations
-    t0 = time.time()
-    obl_settings = (a.backend.identity(), prompts_fingerprint("decompose"), PARSE_RULES)
-    set_obl, fp_obl = _fp(*obl_settings), _fp(fp_views, *obl_settings)  # the latter as runs before reuse.json
-    st = Stage(run, "obligations", fp_obl, meta)
-    if done(st):
-        decs = [Decomposition.from_dict(r) for r in st.load()]
-        reused["obligations"] = len(decs)
-        progress("obligations", len(decs), len(writes))
-    else:
-        have = {r["write_id"]: Decomposition.from_dict(r) for r in st.resumed()}
-        old = reuse.usable("obligations", set_obl, keys) - set(have)
-        have.update((r["write_id"], Decomposition.from_dict(r)) for r in reuse.rows("obligations", old))
-        reused["obligations"] = len(old)
-        progress("obligations", len(have), len(writes))
-        todo = [w for w in writes if w.write_id not in have]
+    def calibration(self) -> bool:
+        """Each annotator's E, R and S thresholds from items of known answer, built from the log
+        itself (default), the packaged corpus (scored once per judge) or the user's own file; a run
+        keeps its calibration while the judges and the corpus are the same (incremental.py)."""
+        cfg, meta, annotators = self.cfg, self.meta, self.annotators
+        a, b, adj = annotators
+        cal_key = _fp([(x.role, x.variant, x.backend.identity()) for x in annotators], cfg.calibrate,
+                      calibrate.corpus_name(cfg.calibrate_on))
+        kept = _kept_calibration(meta, cal_key, annotators)
+        health: dict[str, Any] = {}
+        if kept is not None:
+            health, slot_off = kept
+            self.notify("calibration kept from this run's earlier scan (same judges, same corpus)")
+        elif cfg.calibrate:  # all three roles in one call: roles on one model share each window's prefix
+            cal_log = calibrate.corpus(cfg.calibrate_on, self.log)
+            # S items role by role, stopping at the first that is moot (calibrate.add_slots)
+            cals = calibrate.calibrate_many([(x.backend, x.variant, calibrate.adjudicator_task() if x is adj
+                                              else None) for x in (a, b, adj)], cal_log,
+                                            with_slots=(True, False, False))
+            slot_off = calibrate.add_slots(cals, [(b.backend, b.variant, None),
+                                                  (adj.backend, adj.variant, calibrate.adjudicator_task())], cal_log)
+            for x, cal in zip((a, b, adj), cals, strict=True):
+                x.thresholds = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
+                health[x.role] = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()},
+                                  "corpus": calibrate.corpus_name(cfg.calibrate_on),
+                                  "warning": calibrate.health_warning(x.role, cal)}
+        else:
+            slot_off = ("the scan is not calibrated (ScanConfig.calibrate=False): the slot check is only used at "
+                        "calibrated thresholds")
+        for x in (a, b, adj):
+            if slot_off:
+                x.thresholds["s"] = math.inf  # never asked (annotate skips an unreachable threshold)
+        self.health = meta["calibration"] = health
+        meta["calibration_key"] = cal_key
+        meta["slot_check"] = "on" if not slot_off else f"off: {slot_off}"
+        self.progress("calibration", 1, 1)
+        return False
+
+    def primitives(self) -> bool:
+        """Both views, two annotators, adjudication."""
+        annotators, writes, reuse = self.annotators, self.writes, self.reuse
+        settings = ([x.describe() for x in annotators],
+                    prompts_fingerprint("der_", "adjudicate", "evidence", "null_"), RULES, SUBSET_RULES)
+        set_prim, self.fp_prim = _fp(*settings), _fp(self.fp_obl, *settings)
+        st = Stage(self.run, "primitives", self.fp_prim, self.meta)
+        self.by_write = by_write = {d.write_id: d for d in self.decs}
+        self.view_of = {v.write.write_id: v for v in self.view_list}
+        prim_keys = {w: _fp(k, by_write[w].to_dict()) for w, k in self.keys.items()}
+        if self.done(st):
+            self.prim_rows = st.load()
+            self.reused["primitives"] = len(writes)
+            self.progress("primitives", len(writes), len(writes))
+        else:
+            done_rows = st.resumed()
+            finished = {r["write_id"] for r in done_rows if r.get("_last")}
+            rows = [r for r in done_rows if r["write_id"] in finished]
+            old = reuse.usable("primitives", set_prim, prim_keys) - finished
+            kept_rows = reuse.rows("primitives", old)  # settled already: the rules work write by write
+            self.reused["primitives"] = len(old)
+            self.progress("primitives", len(finished) + len(old), len(writes))
+            todo = [w for w in writes if w.write_id not in finished and w.write_id not in old]
+            rows += self._annotate(st, todo)
+            for r in rows:
+                r.pop("_last", None)
+            rows = settled(rows, *settle_inputs(self.log, writes, self.view_list, self.decs)) + kept_rows
+            order = {w.write_id: i for i, w in enumerate(writes)}
+            rows.sort(key=lambda r: (order[r["write_id"]], VIEW_NAMES.index(r["view"]), r["obligation_id"]))
+            self.prim_rows = rows
+            reuse.forget("primitives")
+            st.finish(rows)
+            if old:
+                self.notify(f"{len(old)} of {len(writes)} writes judged by this run's earlier scan, unchanged with "
+                            f"their evidence: kept; the other {len(writes) - len(old)} judged now")
+        reuse.remember("primitives", set_prim, prim_keys)
+        self.meta["reused"] = self.reused
+        return self.cfg.until == "primitives"
+
+    def _annotate(self, st: Stage, todo: Sequence[Write]) -> list[dict[str, Any]]:
+        """The primitive rows of `todo`, appended to the partial file write by write as judged."""
+        out: list[dict[str, Any]] = []
         with st.appender() as append:
-            for start in range(0, len(todo), chunk):
-                part = decompose(a.backend, todo[start : start + chunk])
-                append([d.to_dict() for d in part])
-                have.update((d.write_id, d) for d in part)
-                progress("obligations", len(part), len(writes))
-        decs = [have[w.write_id] for w in writes]
-        reuse.forget("obligations")
-        st.finish([d.to_dict() for d in decs])
-    reuse.remember("obligations", set_obl, keys)
-    timings["obligations"] = round(time.time() - t0, 3)
-    save_meta(run, meta)
-    if cfg.until == "obligations":
-        return {}
-
-    # -- calibration: each annotator's E, R and S thresholds from items of known answer, built from
-    # the log itself (default), the packaged corpus (scored once per judge) or the user's own file;
-    # a run keeps its calibration while the judges and the corpus are the same (incremental.py)
-    t0 = time.time()
-    health = {}
-    cal_key = _fp([(x.role, x.variant, x.backend.identity()) for x in annotators], cfg.calibrate,
-                  calibrate.corpus_name(cfg.calibrate_on))
-    kept = _kept_calibration(meta, cal_key, annotators)
-    if kept is not None:
-        health, slot_off = kept
-        notify("calibration kept from this run's earlier scan (same judges, same corpus)")
-    elif cfg.calibrate:  # all three roles in one call: roles on one model share each window's prefix
-        cal_log = calibrate.corpus(cfg.calibrate_on, log)
-        # S items role by role, stopping at the first that is moot (calibrate.add_slots)
-        cals = calibrate.calibrate_many([(x.backend, x.variant, calibrate.adjudicator_task() if x is adj else None)
-                                         for x in (a, b, adj)], cal_log, with_slots=(True, False, False))
-        slot_off = calibrate.add_slots(cals, [(b.backend, b.variant, None),
-                                              (adj.backend, adj.variant, calibrate.adjudicator_task())], cal_log)
-        for x, cal in zip((a, b, adj), cals, strict=True):
-            x.thresholds = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
-            health[x.role] = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()},
-                              "corpus": calibrate.corpus_name(cfg.calibrate_on),
-                              "warning": calibrate.health_warning(x.role, cal)}
-    else:
-        slot_off = ("the scan is not calibrated (ScanConfig.calibrate=False): the slot check is only used at "
-                    "calibrated thresholds")
-    for x in (a, b, adj):
-        if slot_off:
-            x.thresholds["s"] = math.inf  # never asked (annotate skips an unreachable threshold)
-    meta["calibration"] = health
-    meta["calibration_key"] = cal_key
-    meta["slot_check"] = "on" if not slot_off else f"off: {slot_off}"
-    progress("calibration", 1, 1)
-    timings["calibration"] = round(time.time() - t0, 3)
-
-    # -- primitives (both views, two annotators, adjudication)
-    t0 = time.time()
-    prim_settings = ([x.describe() for x in annotators],
-                     prompts_fingerprint("der_", "adjudicate", "evidence", "null_"), RULES, SUBSET_RULES)
-    set_prim, fp_prim = _fp(*prim_settings), _fp(fp_obl, *prim_settings)
-    st = Stage(run, "primitives", fp_prim, meta)
-    by_write = {d.write_id: d for d in decs}
-    view_of = {v.write.write_id: v for v in views}
-    prim_keys = {w: _fp(k, by_write[w].to_dict()) for w, k in keys.items()}
-    if done(st):
-        prim_rows = st.load()
-        reused["primitives"] = len(writes)
-        progress("primitives", len(writes), len(writes))
-    else:
-        done_rows = st.resumed()
-        finished = {r["write_id"] for r in done_rows if r.get("_last")}
-        prim_rows = [r for r in done_rows if r["write_id"] in finished]
-        old = reuse.usable("primitives", set_prim, prim_keys) - finished
-        kept_rows = reuse.rows("primitives", old)  # settled already: the rules work write by write
-        reused["primitives"] = len(old)
-        progress("primitives", len(finished) + len(old), len(writes))
-        todo = [w for w in writes if w.write_id not in finished and w.write_id not in old]
-        with st.appender() as append:
-            for start in range(0, len(todo), chunk):
-                part = todo[start : start + chunk]
-                items = [Item(o, w, vn, getattr(view_of[w.write_id], vn))
-                         for w in part for vn in VIEW_NAMES for o in by_write[w.write_id].obligations]
-                anns = run_annotators(items, a, b, adj)
-                rows = [_primitive_row(x) for x in anns]
+            for start in range(0, len(todo), self.chunk):
+                part = todo[start : start + self.chunk]
+                rows = [_primitive_row(x) for x in run_annotators(self._items(part), *self.annotators)]
                 last_of = {r["write_id"]: i for i, r in enumerate(rows)}
                 for i in last_of.values():
                     rows[i]["_last"] = True  # marks a write as complete in the partial file
                 append(rows)
-                prim_rows.extend(rows)
-                progress("primitives", len(part), len(writes))
-        for r in prim_rows:
-            r.pop("_last", None)
-        prim_rows = settled(prim_rows, *settle_inputs(log, writes, views, decs)) + kept_rows
-        order = {w.write_id: i for i, w in enumerate(writes)}
-        prim_rows.sort(key=lambda r: (order[r["write_id"]], VIEW_NAMES.index(r["view"]), r["obligation_id"]))
-        reuse.forget("primitives")
-        st.finish(prim_rows)
-        if old:
-            notify(f"{len(old)} of {len(writes)} writes judged by this run's earlier scan, unchanged with their "
-                   f"evidence: kept; the other {len(writes) - len(old)} judged now")
-    reuse.remember("primitives", set_prim, prim_keys)
-    meta["reused"] = reused
-    timings["primitives"] = round(time.time() - t0, 3)
-    save_meta(run, meta)
-    if cfg.until == "primitives":
-        return {}
+                out.extend(rows)
+                self.progress("primitives", len(part), len(self.writes))
+        return out
 
-    # -- labels and the scope report
-    labels = label_writes(writes, views, decs, prim_rows)
-    Stage(run, "labels", _fp(fp_prim), meta).finish(labels)
-    report = scope_report(labels, prim_rows, decs)
-    report["calibration"] = health
-    report["slot_check"] = meta["slot_check"]
-    report["run"] = {"writes": len(writes), "conversations": len({w.conversation_id for w in writes}),
-                     "skipped_records": len(log.skipped), "seconds": round(time.time() - started, 2),
-                     "judged_by": {x.role: f"{x.backend.identity().get('model')} ({x.backend.name})"
-                                   for x in annotators}}
-    life = _lifecycle(log, run, (a, b, adj), cfg, meta, labels, decs, fp_prim, done, progress, reuse)
-    if life is not None:
-        report["lifecycle"] = life
-        timings["lifecycle"] = meta["timings"].get("lifecycle", 0.0)
-    runs.write_json(run, runs.SCOPE, report)
-    if cfg.rubric:
-        from .rubric import rerun
+    def _items(self, writes: Sequence[Write]) -> list[Item]:
+        return [Item(o, w, vn, getattr(self.view_of[w.write_id], vn))
+                for w in writes for vn in VIEW_NAMES for o in self.by_write[w.write_id].obligations]
 
-        t0 = time.time()
-        items = [Item(o, w, vn, getattr(view_of[w.write_id], vn))
-                 for w in writes for vn in VIEW_NAMES for o in by_write[w.write_id].obligations]
-        report["rubric"] = rerun(run, calibrate.corpus(cfg.calibrate_on, log), a, cfg.rubric, items,
-                                 use_calibration=cfg.calibrate, progress=progress)
-        timings["rubric"] = round(time.time() - t0, 3)
-    meta["usage"] = usage_by_backend(annotators)
-    save_meta(run, meta)
-    return report
+    def labels(self) -> dict[str, Any]:
+        """Labels, the scope report, the lifecycle stage, and the rubric rerun when asked."""
+        cfg, meta, writes, annotators = self.cfg, self.meta, self.writes, self.annotators
+        labels = label_writes(writes, self.view_list, self.decs, self.prim_rows)
+        Stage(self.run, "labels", _fp(self.fp_prim), meta).finish(labels)
+        report = scope_report(labels, self.prim_rows, self.decs)
+        report["calibration"] = self.health
+        report["slot_check"] = meta["slot_check"]
+        report["run"] = {"writes": len(writes), "conversations": len({w.conversation_id for w in writes}),
+                         "skipped_records": len(self.log.skipped), "seconds": round(time.time() - self.started, 2),
+                         "judged_by": {x.role: f"{x.backend.identity().get('model')} ({x.backend.name})"
+                                       for x in annotators}}
+        life = _lifecycle(self.log, self.run, annotators, cfg, meta, labels, self.decs, self.fp_prim, self.done,
+                          self.progress, self.reuse)
+        if life is not None:
+            report["lifecycle"] = life
+            self.timings["lifecycle"] = meta["timings"].get("lifecycle", 0.0)
+        runs.write_json(self.run, runs.SCOPE, report)
+        if cfg.rubric:
+            from .rubric import rerun
+
+            t0 = time.time()
+            report["rubric"] = rerun(self.run, calibrate.corpus(cfg.calibrate_on, self.log), annotators[0],
+                                     cfg.rubric, self._items(writes), use_calibration=cfg.calibrate,
+                                     progress=self.progress)
+            self.timings["rubric"] = round(time.time() - t0, 3)
+        meta["usage"] = usage_by_backend(annotators)
+        save_meta(self.run, meta)
+        return report
 
 
 def _kept_calibration(meta: dict[str, Any], key: str, annotators: Sequence[Annotator]
