@@ -212,7 +212,7 @@ def test_a_write_insufficient_after_a_capped_search_is_unresolved_and_replay_exc
     from derivaudit.decompose import Decomposition, Obligation
     from derivaudit.io import check_rows, write_jsonl
     from derivaudit.replay import load_cases
-    from derivaudit.scan import _primitive_row, label_writes
+    from derivaudit.scope import _primitive_row, label_writes
 
     from .rule_backend import RuleBackend
 
