@@ -429,7 +429,7 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
                progress: Progress, reuse: incremental.Reuse) -> dict[str, Any] | None:
     """The lifecycle stage: every deletion, invalidation and update of the selected
     conversations judged against the turns after its target's write; None when the log has none."""
-    from . import lifecycle
+    from . import lifecycle, lifecycle_calibration
     from .report.lifecycle import summarize
 
     chosen = {r["write_id"] for r in labels}
@@ -445,7 +445,7 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
     if done(st):
         rows = st.load()
     else:
-        asked = ("e", "r") if lifecycle.asks_forget(log, cases) else ("r",)  # F only where it is asked
+        asked = ("e", "r") if lifecycle_calibration.asks_forget(log, cases) else ("r",)  # F only where it is asked
         cal_key = _fp(meta.get("calibration_key"), asked)
         kept = meta.get("lifecycle_calibration") if meta.get("lifecycle_calibration_key") == cal_key else None
         if cfg.calibrate and isinstance(kept, dict) and all(x.role in kept for x in annotators):
@@ -454,7 +454,8 @@ def _lifecycle(log: MemoryLog, run: Path, annotators: tuple[Annotator, Annotator
                                      for k, t in kept[x.role]["thresholds"].items()})
         elif cfg.calibrate:
             cal_log = calibrate.corpus(cfg.calibrate_on, log)
-            for x, c in zip((a, b, adj), lifecycle.calibrate([(a, False), (b, False), (adj, True)], cal_log,
+            for x, c in zip((a, b, adj), lifecycle_calibration.calibrate([(a, False), (b, False), (adj, True)],
+                                                                         cal_log,
                                                              asked=asked), strict=True):
                 x.thresholds.update({k: calibrate.usable(t) for k, t in c["thresholds"].items()})
                 meta.setdefault("lifecycle_calibration", {})[x.role] = {

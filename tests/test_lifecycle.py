@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from derivaudit import lifecycle
+from derivaudit import lifecycle, lifecycle_calibration
 from derivaudit.annotate import Annotator
 from derivaudit.decompose import Obligation
 from derivaudit.io import load_log
@@ -293,7 +293,7 @@ def test_calibration_items_and_thresholds(tmp_path):
                   "text": f"On day {i} I planted {n} tulips in the {topic} by the old fence."}
                  for i, n in enumerate(("three", "four", "five", "six", "seven", "eight"))]
     log = _load(tmp_path, rows, "cal.jsonl")
-    items = lifecycle.build_items(log, n=4, window=2)
+    items = lifecycle_calibration.build_items(log, n=4, window=2)
     assert {(i.which, i.positive) for i in items} >= {("r", True), ("r", False), ("e", True), ("e", False)}
     # F meets a request alone and "Please forget that." after what it points at: both forms, both answers
     two = [i for i in items if i.which == "e" and len(i.passages) == 2]
@@ -301,24 +301,24 @@ def test_calibration_items_and_thresholds(tmp_path):
     assert all(i.passages[1].text.startswith("Please forget that.") for i in two)
     assert all((i.statement == said(i.passages[0])) == i.positive for i in two)
     be = LifecycleRule()
-    cals = lifecycle.calibrate([(Annotator("A", be, "a"), False), (Annotator("adjudicator", be, "a"), True)], log,
-                               n=4)
+    cals = lifecycle_calibration.calibrate(
+        [(Annotator("A", be, "a"), False), (Annotator("adjudicator", be, "a"), True)], log, n=4)
     for c in cals:
         assert set(c["thresholds"]) == {"f", "u"}
         assert c["thresholds"]["u"].tpr == 1.0 and c["thresholds"]["f"].tpr == 1.0
     # where no case meets a request to forget, F is not calibrated: U's items are the same ones
-    only_u = lifecycle.build_items(log, n=4, window=2, asked=("r",))
+    only_u = lifecycle_calibration.build_items(log, n=4, window=2, asked=("r",))
     assert only_u == [i for i in items if i.which == "r"] and len(only_u) < len(items)
-    cals = lifecycle.calibrate([(Annotator("A", be, "a"), False)], log, n=4, asked=("r",))
+    cals = lifecycle_calibration.calibrate([(Annotator("A", be, "a"), False)], log, n=4, asked=("r",))
     assert set(cals[0]["thresholds"]) == {"u"} and cals[0]["items"] == len(only_u)
 
 
 def test_f_is_calibrated_only_where_some_case_meets_a_request_to_forget(tmp_path):
     log = _log(tmp_path)
     every = lifecycle.cases(log)
-    assert lifecycle.asks_forget(log, every)  # o1: "Please forget that I am allergic to peanuts"
+    assert lifecycle_calibration.asks_forget(log, every)  # o1: "Please forget that I am allergic to peanuts"
     asked = [c for c in every if c.successor is None and lifecycle.forget_evidence(log, c)]
-    assert asked and not lifecycle.asks_forget(log, [c for c in every if c not in asked])
+    assert asked and not lifecycle_calibration.asks_forget(log, [c for c in every if c not in asked])
 
 
 def test_not_said_negatives_are_the_same_people_two_windows_away(tmp_path):
@@ -335,7 +335,7 @@ def test_not_said_negatives_are_the_same_people_two_windows_away(tmp_path):
     log = _load(tmp_path, rows, "cal.jsonl")
     where = {said(t): (c, k) for c, conv in log.conversations.items() for k, t in enumerate(conv.turns)}
     window = 3
-    items = lifecycle.build_items(log, n=40, window=window, seed=2)
+    items = lifecycle_calibration.build_items(log, n=40, window=window, seed=2)
     seen = set()
     for it in items:
         if it.which != "r" or it.positive or it.statement in {said(t) for t in it.passages}:
