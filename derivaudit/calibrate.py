@@ -47,13 +47,13 @@ from typing import Any
 
 from . import slots
 from .models.base import Backend, Prompt
+from .operating import TARGET_FPR
 from .records import MemoryLog, Turn
 from .stats import auc
 
 PACKAGED = Path(__file__).resolve().parent / "data" / "calibration.jsonl"
 CORPORA = ("packaged", "log")  # or a path to a memory log
 
-TARGET_FPR = 0.10
 MIN_WORDS = 6  # a passage must say something to become a statement
 
 

@@ -79,7 +79,7 @@ def operating_point(run: str | Path, view: str = "obligation", evidence: str = "
     """The operating point of `view`/`evidence` in RUN's replay. At argmax the threshold is 0; at
     crossfit it is refitted on every conversation's negatives together (the replay's per-conversation
     thresholds each left one conversation out to measure; the gate uses all it has)."""
-    from .replay import pick_threshold
+    from .operating import pick_threshold
 
     run = Path(run)
     if evidence not in EVIDENCE:

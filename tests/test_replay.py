@@ -12,15 +12,8 @@ from typer.testing import CliRunner
 
 from derivaudit import admit, runs
 from derivaudit.cli import app
-from derivaudit.replay import (
-    balanced_fpr,
-    combine,
-    crossfit_thresholds,
-    decide,
-    near_binary,
-    noise_lists,
-    pick_threshold,
-)
+from derivaudit.operating import balanced_fpr, crossfit_thresholds, decide, near_binary, pick_threshold
+from derivaudit.replay import combine, noise_lists
 from derivaudit.runs import read_jsonl
 from derivaudit.stats import auc
 from derivaudit.views import VIEWS, Memory, evidence_block

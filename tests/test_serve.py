@@ -67,7 +67,7 @@ def memories():
 
 
 def test_the_operating_point_is_the_replays_refitted_on_every_conversation(replayed):
-    from derivaudit.replay import pick_threshold
+    from derivaudit.operating import pick_threshold
     from derivaudit.runs import read_jsonl
 
     p = operating_point(replayed, "obligation", "expanded")
