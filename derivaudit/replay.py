@@ -421,21 +421,7 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
                                      "excluded": c.excluded, "repaired": c.repaired, "score": score,
                                      "parts": parts})
         progress("scoring", min(chunk, total - start), total)
-    new_keys = set(rows_of)
-    kept: dict[str, list[dict[str, Any]]] = {}
-    for key, rows in earlier.items():
-        if key in new_keys:
-            continue
-        if stale:
-            report["dropped"].append(key)
-            continue
-        ev = key.split("/", 1)[1]
-        if ev not in by_evidence:
-            by_evidence[ev] = load_cases(run, ev, reference)
-        kept[key] = _refreshed(rows, {c.write_id: c for c in by_evidence[ev]}, rule)
-        report["kept"].append(key)
-    rows_of = {**{k: kept.get(k, rows_of.get(k)) for k in earlier if k in kept or k in rows_of},
-               **{k: v for k, v in rows_of.items() if k not in earlier}}
+    rows_of = _merged(run, earlier, rows_of, stale, by_evidence, reference, rule, report)
     used = resolve_point([r for rows in rows_of.values() for r in rows], point)  # one point per verifier
     report["operating_point_used"] = used
     report["reference"] = {"labels": reference, "view": REFERENCE,
@@ -459,6 +445,28 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
     runs.write_rows(run, runs.REPLAY_SCORES, [{k: _finite(v) for k, v in r.items()} for r in all_rows])
     runs.write_json(run, runs.REPLAY, _finite(report))
     return _finite(report)
+
+
+def _merged(run: Any, earlier: dict[str, list[dict[str, Any]]], rows_of: dict[str, list[dict[str, Any]]],
+            stale: bool, by_evidence: dict[str, list[Case]], reference: str, rule: str,
+            report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """This replay's settings with the earlier ones it does not replace (under its answer key and
+    rule; none when the run was scanned again since: listed in `report["dropped"]`), in the order
+    they were first replayed."""
+    kept: dict[str, list[dict[str, Any]]] = {}
+    for key, rows in earlier.items():
+        if key in rows_of:
+            continue
+        if stale:
+            report["dropped"].append(key)
+            continue
+        ev = key.split("/", 1)[1]
+        if ev not in by_evidence:
+            by_evidence[ev] = load_cases(run, ev, reference)
+        kept[key] = _refreshed(rows, {c.write_id: c for c in by_evidence[ev]}, rule)
+        report["kept"].append(key)
+    return {**{k: kept.get(k, rows_of.get(k)) for k in earlier if k in kept or k in rows_of},
+            **{k: v for k, v in rows_of.items() if k not in earlier}}
 
 
 def _finite(x: Any) -> Any:
