@@ -144,3 +144,18 @@ def test_the_ci_recipe_runs_on_a_fixture_store_and_audits_growth_incrementally(t
     assert "4 of 5 writes judged by this run's earlier scan" in second.stderr
     assert (tmp_path / "runs" / "store" / "labels.jsonl").read_text().splitlines()[:4] == labels
     assert not (tmp_path / "runs" / "store-2").exists()
+
+
+def test_the_architecture_map_names_every_module_and_only_modules():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text[text.index("<!-- module-map -->"):text.index("<!-- /module-map -->")]
+    pkg = ROOT / "derivaudit"
+    named = set(re.findall(r"^\|[^|]*\| `([\w/]+(?:\.py)?)` \|", block, re.M))
+    top = {p.name for p in pkg.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    subpackages = {f"{p.name}/" for p in pkg.iterdir() if (p / "__init__.py").exists()}
+    assert named == top | subpackages, (sorted((top | subpackages) - named), sorted(named - top - subpackages))
+    for sub in subpackages:  # a subpackage's row names each of its modules
+        row = next(line for line in block.splitlines() if f"`{sub}`" in line)
+        for m in (pkg / sub).glob("*.py"):
+            if m.stem not in ("__init__", "_common"):
+                assert f"`{m.stem}" in row or f"{m.stem}" in row, f"{sub}{m.name} missing from its row"
