@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from .echo import audit_echo, serve_fpa
-from .evidence import EvidenceSettings, Views, build_views, tokenize
+from .evidence import EvidenceSettings, EvidenceViews, build_views, tokenize
 from .io import LogError, check_log, load_log
 from .overlap import audit_overlap, trim
 from .records import Conversation, MemoryLog, Problem, Read, Turn, Write
@@ -33,11 +33,16 @@ def __getattr__(name: str) -> Any:
         from .gate import admit
 
         return admit
+    if name == "Views":  # the name before 0.3 (one letter from views.View, a verification view)
+        import warnings
+
+        warnings.warn("derivaudit.Views is now derivaudit.EvidenceViews", DeprecationWarning, stacklevel=2)
+        return EvidenceViews
     raise AttributeError(f"module 'derivaudit' has no attribute {name!r}")
 
 
 __all__ = [
-    "Conversation", "EvidenceSettings", "admit", "LogError", "MemoryLog", "Problem", "Read", "Turn", "Views", "Write",
-    "__version__", "audit_echo", "audit_overlap", "build_views", "check_log", "load_log", "serve_fpa", "tokenize",
-    "trim",
+    "Conversation", "EvidenceSettings", "EvidenceViews", "admit", "LogError", "MemoryLog", "Problem", "Read", "Turn",
+    "Write", "__version__", "audit_echo", "audit_overlap", "build_views", "check_log", "load_log", "serve_fpa",
+    "tokenize", "trim",
 ]

@@ -3,7 +3,7 @@
 Citation-only: the cited turns. Expanded-history: the cited turns plus up to 12 turns that BM25
 ranks highest for the memory text, searched only in the history before the write point, 16 at
 most in all. Both are in time order and carry no mark of which turn was cited and which was
-retrieved; that record is kept apart in `Views.retrieved` for reports.
+retrieved; that record is kept apart in `EvidenceViews.retrieved` for reports.
 
 Each conversation is indexed once (rank-bm25's BM25Okapi over all its turns) and every write
 scores only the turns up to its write point, so building views is linear in history per write,
@@ -69,7 +69,7 @@ class EvidenceSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class Views:
+class EvidenceViews:
     write: Write
     citation_only: tuple[Turn, ...]
     expanded: tuple[Turn, ...]
@@ -114,7 +114,7 @@ class ConversationIndex:
         self._docs = [tokenize(t.text) for t in conv.turns]
         self._bm25 = BM25Okapi(self._docs) if any(self._docs) else None
 
-    def views(self, write: Write, settings: EvidenceSettings = EvidenceSettings()) -> Views:
+    def views(self, write: Write, settings: EvidenceSettings = EvidenceSettings()) -> EvidenceViews:
         conv = self.conv
         point = conv.position[write.last_seen_turn]
         cited_pos = sorted({conv.position[c] for c in write.citations})
@@ -122,14 +122,14 @@ class ConversationIndex:
         budget = max(0, min(settings.max_retrieved, settings.max_passages - len(cited)))
         query = tokenize(write.text)
         if self._bm25 is None or not query or budget == 0:
-            return Views(write, cited, cited)
+            return EvidenceViews(write, cited, cited)
         qset = set(query)
         cited_set = set(cited_pos)
         # Candidates: pre-write turns, not cited, sharing at least one query term.
         cand = [i for i in range(point + 1)
                 if i not in cited_set and not qset.isdisjoint(self._bm25.doc_freqs[i])]
         if not cand:
-            return Views(write, cited, cited)
+            return EvidenceViews(write, cited, cited)
         scores = self._bm25.get_batch_scores(query, cand)
         ranked = sorted(zip(cand, scores, strict=True), key=lambda x: (-x[1], x[0]))
         chosen, rest = ranked[:budget], ranked[budget:]
@@ -137,7 +137,7 @@ class ConversationIndex:
         floor = settings.limit_floor * top
         limited = bool(rest) and top > 0 and rest[0][1] > 0 and rest[0][1] >= floor
         expanded_pos = sorted(cited_set | {i for i, _ in chosen})
-        return Views(
+        return EvidenceViews(
             write=write,
             citation_only=cited,
             expanded=tuple(conv.turns[i] for i in expanded_pos),
@@ -149,8 +149,8 @@ class ConversationIndex:
 
 
 def build_views(log: MemoryLog | SpilledLog, settings: EvidenceSettings = EvidenceSettings(),
-                write_ids: set[str] | None = None) -> Iterator[Views]:
-    """Views of every write (or of `write_ids`), in input order; each conversation indexed once.
+                write_ids: set[str] | None = None) -> Iterator[EvidenceViews]:
+    """EvidenceViews of every write (or of `write_ids`), in input order; each conversation indexed once.
     For a loaded log, an index is dropped after its conversation's last write, so memory holds the
     indexes of the conversations still in progress; a `spill.SpilledLog` (the `views` command) is
     read one conversation at a time, so memory holds one conversation whatever the log's size."""
@@ -159,11 +159,11 @@ def build_views(log: MemoryLog | SpilledLog, settings: EvidenceSettings = Eviden
     return _build_views(log, settings, write_ids)
 
 
-def _view(index: ConversationIndex, settings: EvidenceSettings, write: Write) -> Views:
+def _view(index: ConversationIndex, settings: EvidenceSettings, write: Write) -> EvidenceViews:
     return index.views(write, settings)
 
 
-def _build_views(log: MemoryLog, settings: EvidenceSettings, write_ids: set[str] | None) -> Iterator[Views]:
+def _build_views(log: MemoryLog, settings: EvidenceSettings, write_ids: set[str] | None) -> Iterator[EvidenceViews]:
     todo = [w for w in log.writes if write_ids is None or w.write_id in write_ids]
     last = {w.conversation_id: i for i, w in enumerate(todo)}
     indexes: dict[str, ConversationIndex] = {}
@@ -184,7 +184,7 @@ class LimitedTally:
     total: int
     limited: int = 0
 
-    def add(self, v: Views) -> Views:
+    def add(self, v: EvidenceViews) -> EvidenceViews:
         self.limited += v.search_limited
         return v
 
@@ -194,3 +194,12 @@ class LimitedTally:
 
     def describe(self, floor: float) -> str:
         return f"{self.total} writes; search-limited: {self.limited} ({self.share:.1%}) at floor {floor}"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Views":  # the name before 0.3: one letter from views.View, a verification view
+        import warnings
+
+        warnings.warn("derivaudit.evidence.Views is now EvidenceViews", DeprecationWarning, stacklevel=2)
+        return EvidenceViews
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

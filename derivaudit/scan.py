@@ -24,7 +24,7 @@ from . import __version__, calibrate, conflicts, incremental, runs, sampling, te
 from .annotate import SUBSET_RULES, Annotator, Item
 from .annotate import annotate as run_annotators
 from .decompose import PARSE_RULES, Decomposition, decompose
-from .evidence import EvidenceSettings, Views, build_views
+from .evidence import EvidenceSettings, EvidenceViews, build_views
 from .labels import RULES, carry_across_views
 from .models import ModelPool, ModelRoles, ModelSpec
 from .models.base import usage_report
@@ -246,7 +246,7 @@ class _Pass:
         cfg, writes = self.cfg, self.writes
         self.fp_views = _fp(self.input_hash, cfg.evidence.to_dict(), [w.write_id for w in writes])
         st = Stage(self.run, "views", self.fp_views, self.meta)
-        self.view_list: list[Views] = list(build_views(self.log, cfg.evidence, {w.write_id for w in writes}))
+        self.view_list: list[EvidenceViews] = list(build_views(self.log, cfg.evidence, {w.write_id for w in writes}))
         self.keys = {v.write.write_id: incremental.write_key(v.to_dict(), v.write) for v in self.view_list}
         if not self.done(st):
             st.finish([v.to_dict() for v in self.view_list])
@@ -554,7 +554,8 @@ def write_time(log: MemoryLog, w: Write) -> str | None:
     return w.time or (seen.time if seen else None)
 
 
-def settle_inputs(log: MemoryLog, writes: Sequence[Write], views: Sequence[Views], decs: Sequence[Decomposition]):
+def settle_inputs(log: MemoryLog, writes: Sequence[Write], views: Sequence[EvidenceViews],
+                  decs: Sequence[Decomposition]):
     """What `settled` reads besides the rows: obligation texts, each memory's time (its own, else
     its write point's), and every passage of its views."""
     texts = {o.obligation_id: o.text for d in decs for o in d.obligations}

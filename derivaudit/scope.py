@@ -10,7 +10,7 @@ from typing import Any
 from . import gold
 from .annotate import Annotation
 from .decompose import Decomposition
-from .evidence import Views
+from .evidence import EvidenceViews
 from .labels import answers, memory_label, obligation_label
 from .records import Write
 from .runs import VIEW_NAMES
@@ -31,7 +31,7 @@ def _primitive_row(x: Annotation) -> dict[str, Any]:
     }
 
 
-def label_writes(writes: Sequence[Write], views: Sequence[Views], decs: Sequence[Decomposition],
+def label_writes(writes: Sequence[Write], views: Sequence[EvidenceViews], decs: Sequence[Decomposition],
                  prim_rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     view_of = {v.write.write_id: v for v in views}
     dec_of = {d.write_id: d for d in decs}

@@ -233,7 +233,7 @@ def families_build(
 @model_options("verifier")
 def families_run(
     built: Annotated[Path, typer.Argument(help="A folder made by `families build`.")],
-    view: Annotated[str, typer.Option("--view", help="Views, comma-separated.")] = "holistic,obligation",
+    view: Annotated[str, typer.Option("--view", help="Verification views, comma-separated.")] = "holistic,obligation",
     html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
                                               "examples; no scripts, no network)."), OUTPUT] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "
