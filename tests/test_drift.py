@@ -110,7 +110,7 @@ def test_mem0_update_chains_are_lineages(fixtures, tmp_path):
 
 
 def test_drift_html_page_is_inert_and_complete(fixtures):
-    from derivaudit.report.built import drift_html
+    from derivaudit.report.pages import drift_html
 
     log = load_log(fixtures / "drift.jsonl")
     rep = drift(log, KnownDrift(log), method="pair", reps=50)

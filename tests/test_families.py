@@ -131,7 +131,7 @@ def test_families_run_end_to_end_on_the_embedded_model(fixtures, tmp_path):
 
 
 def test_families_html_page(built):
-    from derivaudit.report.built import families_html
+    from derivaudit.report.pages import families_html
 
     rows = [{**{k: it[k] for k in ("family_id", "evidence", "version", "control", "expected")}, "view": "holistic",
              "score": 1.0, "accepted": it["version"] == "valid"} for it in read_jsonl(built / "items.jsonl")]

@@ -104,7 +104,7 @@ def test_probe_command_end_to_end_on_the_embedded_model(fixtures, tmp_path):
 
 
 def test_probe_html_page(fixtures):
-    from derivaudit.report.built import probe_html
+    from derivaudit.report.pages import probe_html
 
     rep = run(fixtures / "probe.jsonl", KnowingReader(load_probes(fixtures / "probe.jsonl")), runs=1, reps=50)
     page = probe_html(rep).decode()

@@ -392,11 +392,11 @@ def _write_json(path: Path | None, report: dict[str, Any]) -> None:
 
 
 def _write_html(path: Path | None, page: str, report: dict[str, Any]) -> None:
-    """The built tests' HTML page (derivaudit/report/built.py), written atomically."""
+    """The built tests' HTML page (derivaudit/report/pages.py), written atomically."""
     if path is None:
         return
-    from ..report import built
+    from ..report import pages
 
     with atomic_writer(path) as fh:
-        fh.write(getattr(built, page)(report))
+        fh.write(getattr(pages, page)(report))
     err.print(f"wrote {escape(str(path))}")

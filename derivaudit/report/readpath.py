@@ -1,5 +1,5 @@
 """The read-path audits (`echo`, `overlap`) in every format: terminal table, Markdown, CSV, JUnit
-(here), HTML (report/built.py), JSON. Ids are untrusted text."""
+(here), HTML (report/pages.py), JSON. Ids are untrusted text."""
 
 from __future__ import annotations
 
@@ -164,9 +164,9 @@ def _junit(name: str, doc: dict[str, Any]) -> bytes:
 
 
 def _html(name: str, doc: dict[str, Any]) -> bytes:
-    from . import built
+    from . import pages
 
-    return (built.echo_html if name == "echo" else built.overlap_html)(doc)
+    return (pages.echo_html if name == "echo" else pages.overlap_html)(doc)
 
 
 def _json(name: str, doc: dict[str, Any]) -> bytes:

@@ -1,6 +1,7 @@
-"""One-file HTML pages for the built tests (`families run`, `drift`, `probe` with `--html FILE`):
-tables and inline SVG plots, no scripts, no network (the same Content-Security-Policy as the run
-report). Every string from a family, log or probe file is escaped."""
+"""One-file HTML pages for the built tests (`families run`, `drift`, `probe` with `--html FILE`) and
+the read-path audits (`echo`, `overlap --format html`): tables and inline SVG plots, no scripts, no
+network (the same Content-Security-Policy as the run report). Every string from a family, log or
+probe file is escaped."""
 
 from __future__ import annotations
 
