@@ -70,6 +70,6 @@ def render(name: str, **fields: str) -> str:
     return fill(load(name), **fields)
 
 
-def fill(text: str, **fields: str) -> str:
+def fill(template: str, /, **fields: str) -> str:
     """A prompt text with its placeholders filled, every value quoted (`quoted`)."""
-    return Template(text).substitute({k: quoted(v) if isinstance(v, str) else v for k, v in fields.items()})
+    return Template(template).substitute({k: quoted(v) if isinstance(v, str) else v for k, v in fields.items()})
