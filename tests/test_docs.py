@@ -107,7 +107,7 @@ def test_the_ci_recipe_runs_on_a_fixture_store_and_audits_growth_incrementally(t
     gates = [c for c in suite.iter("testcase") if c.get("classname") == "derivaudit.gates"]
     assert [g.get("name") for g in gates] == ["unsupported>0.5"]
     assert (gates[0].find("failure") is not None) == (first.returncode == 1)
-    assert (tmp_path / "derivaudit-report.html").read_text().startswith("<!DOCTYPE html>")
+    assert (tmp_path / "derivaudit-report.html").read_text().startswith("<!doctype html>")
     labels = (tmp_path / "runs" / "store" / "labels.jsonl").read_text().splitlines()
 
     rows = [json.loads(x) for x in store.read_text().splitlines()]
