@@ -402,8 +402,11 @@ def test_the_users_brief_as_typed(tmp_path, monkeypatch, fixtures):
 
     r = run("export", "labels.csv")
     assert r.exit_code == 0, r.output
-    assert "wrote 4 rows to labels.csv" in r.stderr
-    assert (tmp_path / "labels.csv").read_text(encoding="utf-8-sig").count("\n") >= 5
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "labels.csv").open(encoding="utf-8-sig")))
+    assert f"wrote {len(rows)} rows to labels.csv" in r.stderr
+    assert {x["write_id"] for x in rows} == {x["write_id"] for x in labels}
 
     # one command gates CI: the scan again (its run reused, nothing judged), as JUnit
     r = run("scan", "memories.jsonl", "--fail-if", "writes<10", "--format", "junit")
