@@ -17,7 +17,7 @@ from .labels import MEMORY_PRECEDENCE, OBLIGATION_LABELS, memory_label, obligati
 from .models.base import Backend, Prompt
 from .records import Write
 
-KINDS = ("fact", "relation", "qualifier")
+OBLIGATION_KINDS = ("fact", "relation", "qualifier")
 RELATION_TYPES = ("cause", "purpose", "support-for", "part-of", "sequence", "comparison", "other")
 QUALIFIER_TYPES = ("timing", "modality", "quantity", "attribution")
 

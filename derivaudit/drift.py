@@ -32,7 +32,7 @@ from .models.base import Backend, Prompt
 from .records import MemoryLog, Write
 from .stats import balanced_resamples, clears, conversation_draws, percentile_interval
 
-KINDS = {"temporal": "drift_time", "modality": "drift_modality"}
+DRIFT_KINDS = {"temporal": "drift_time", "modality": "drift_modality"}
 AGAINST = ("root", "parent")
 METHODS = ("versions", "pair")
 STATUS = ("done", "planned", "possible")  # the options of derivaudit/prompts/drift_status.txt, A B C
@@ -110,13 +110,13 @@ def judge(backend: Backend, pairs: Sequence[Pair], threshold: float = 0.0, chunk
     for start in range(0, len(pairs), chunk):
         part = pairs[start : start + chunk]
         prompts = [Prompt(templates.render("drift_pair", earlier=p.earlier, later=p.write.text), templates.load(q),
-                          verdict=templates.verdict(q)) for p in part for q in KINDS.values()]
+                          verdict=templates.verdict(q)) for p in part for q in DRIFT_KINDS.values()]
         scores = backend.score(prompts)
         for i, p in enumerate(part):
             row = {"write_id": p.write.write_id, "conversation_id": p.write.conversation_id, "round": p.round,
                    "earlier_id": p.earlier_id, "earlier": p.earlier, "later": p.write.text}
-            for j, kind in enumerate(KINDS):
-                s = scores[len(KINDS) * i + j]
+            for j, kind in enumerate(DRIFT_KINDS):
+                s = scores[len(DRIFT_KINDS) * i + j]
                 row[f"{kind}_score"] = s.logodds
                 row[kind] = None if s.logodds is None else clears(s.logodds, threshold)
             rows.append(row)
@@ -198,7 +198,7 @@ def rates(rows: Sequence[dict[str, Any]], reps: int = 1000, seed: int = 0) -> di
         convs = sorted({r["conversation_id"] for r in at})
         ix = {c: i for i, c in enumerate(convs)}
         cell: dict[str, Any] = {"pairs": len(at), "conversations": len(convs)}
-        for kind in KINDS:
+        for kind in DRIFT_KINDS:
             hits, n = np.zeros(len(convs)), np.zeros(len(convs))
             for r in at:
                 if r[kind] is not None:
@@ -218,7 +218,7 @@ def examples(rows: Sequence[dict[str, Any]], per_kind: int = 3) -> dict[str, lis
     """Drifted pairs of each kind, the most confident first (the pair method's log-odds, the
     versions method's chance that the statuses differ), latest rounds first among equals."""
     out = {}
-    for kind in KINDS:
+    for kind in DRIFT_KINDS:
         hit = [r for r in rows if r[kind]]
         hit.sort(key=lambda r: (-(r[f"{kind}_score"] or 0.0), -r["round"]))
         keep = ("write_id", "round", "earlier", "later", f"{kind}_score", "earlier_time", "later_time",
@@ -243,7 +243,7 @@ def drift(log: MemoryLog, backend: Backend, *, against: str = "root", method: st
     if known:
         check = {kind: {"n": sum(kind in g for _, g in known),
                         "agreement": _share([r[kind] == bool(g[kind]) for r, g in known if kind in g
-                                             and r[kind] is not None])} for kind in KINDS}
+                                             and r[kind] is not None])} for kind in DRIFT_KINDS}
     return {"against": against, "method": method, "threshold": threshold if method == "pair" else None,
             "pairs": len(rows), "rounds": rates(rows, reps),
             "examples": examples(rows), "unplaced": notes, "expected": check, "rows": rows,

@@ -31,7 +31,7 @@ from .records import MemoryLog, Problem
 from .safe import dumps as json_dumps
 from .stats import clears
 
-EVIDENCE = ("local", "distributed")
+EVIDENCE_SPREADS = ("local", "distributed")
 CONTROLS = ("no_relation", "swapped_premises")
 ITEMS = "items.jsonl"
 BUILD = "build.json"
@@ -137,7 +137,7 @@ def build(families_path: str | Path, log: MemoryLog, out: str | Path, *, size: i
         start = rng.randrange(0, len(turns) - need + 1)
         pool = [{"speaker": t.speaker, "text": " ".join(t.text.split()), "turn_id": t.turn_id}
                 for t in turns[start : start + need]]
-        for ev in EVIDENCE:
+        for ev in EVIDENCE_SPREADS:
             rel = fam[ev]
             core = ([("premise", p) for p in fam["premises"]] + [("relation", p) for p in rel]
                     + [("distractor", p) for p in fam["distractors"]])
@@ -234,7 +234,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for view in dict.fromkeys(r["view"] for r in rows):
         at = [r for r in rows if r["view"] == view]
         cells, gaps, controls = {}, {}, {}
-        for ev in EVIDENCE:
+        for ev in EVIDENCE_SPREADS:
             for version in ("valid", "invalid"):
                 cells[f"{ev}/{version}"] = _rate([r for r in at if r["evidence"] == ev and r["version"] == version
                                                   and r["control"] is None])

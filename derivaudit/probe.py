@@ -29,7 +29,7 @@ from .models.base import Backend, Prompt, option_probs
 from .records import Problem
 
 CONDITIONS = ("correct", "distorted", "empty")
-KINDS = ("changed", "only")
+PROBE_KINDS = ("changed", "only")
 CONTROL_MIN = 0.80
 LETTERS = "ABCD"
 
@@ -67,7 +67,7 @@ def load_probes(path: str | Path) -> list[dict[str, Any]]:
             problems.append(Problem(f, n, "slot", "missing_field", "needs {correct, distorted} memory texts"))
         qs = d.get("queries")
         kinds = [q.get("kind") for q in qs if isinstance(q, dict)] if isinstance(qs, list) else []
-        if sorted(kinds) != sorted(KINDS) or len(qs) != 2:
+        if sorted(kinds) != sorted(PROBE_KINDS) or len(qs) != 2:
             problems.append(Problem(f, n, "queries", "bad_value", 'needs two queries, kinds "changed" and "only"'))
         else:
             for i, q in enumerate(qs):
@@ -193,7 +193,7 @@ def summarise(rows: Sequence[dict[str, Any]], reps: int = 1000, seed: int = 0) -
     failing = [k for k, v in controls.items() if v < CONTROL_MIN]
     rates = {f"{kind}/{cond}": {"failure": _mean(list(pick(kind, cond).values())),
                                 "ci": _ci(pick(kind, cond), reps, seed), "n": len(pick(kind, cond))}
-             for kind in KINDS for cond in CONDITIONS}
+             for kind in PROBE_KINDS for cond in CONDITIONS}
     costs = {}
     for name, kind, cond in (("admitting a distorted memory", "changed", "distorted"),
                              ("rejecting a valid memory (empty slot)", "only", "empty")):

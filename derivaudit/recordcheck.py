@@ -15,8 +15,8 @@ from jsonschema.exceptions import ValidationError
 
 from .lines import _JSON_TYPES
 from .records import (
+    LOG_SCHEMA_VERSION,
     MAX_PASSAGES,
-    SCHEMA_VERSION,
     Operation,
     Problem,
     Read,
@@ -25,9 +25,9 @@ from .records import (
     Write,
 )
 
-SCHEMA_FILE = f"memory-log.v{SCHEMA_VERSION}.schema.json"
+SCHEMA_FILE = f"memory-log.v{LOG_SCHEMA_VERSION}.schema.json"
 MAX_ORDER = 2**53 - 1  # integers every JSON reader keeps exact
-KINDS = ("turn", "write", "read", "operation", "header")
+RECORD_TYPES = ("turn", "write", "read", "operation", "header")
 ID_FIELDS = ("conversation_id", "turn_id", "write_id", "last_seen_turn", "parent_id", "source_id", "read_id",
              "operation_id", "target", "successor")
 
@@ -87,7 +87,7 @@ def _explain(err: ValidationError, kind: str) -> list[tuple[str | None, str, str
         allowed = sorted(err.schema.get("properties", {}))
         extra = sorted(set(inst) - set(allowed))
         return [
-            (x, "unknown_field", f"not a field of a {kind} in schema v{SCHEMA_VERSION} "
+            (x, "unknown_field", f"not a field of a {kind} in schema v{LOG_SCHEMA_VERSION} "
              f"(allowed: {', '.join(allowed)}; put extra data under 'meta')")
             for x in extra
         ]
@@ -114,7 +114,7 @@ def _explain(err: ValidationError, kind: str) -> list[tuple[str | None, str, str
                  "{\"write_id\": text, \"score\": number (optional), \"rank\": integer (optional)}")]
     if v == "const" and field == "schema_version":
         return [(field, "unsupported_version",
-                 f"schema_version {_short(inst)} is not supported; this derivaudit reads version {SCHEMA_VERSION}")]
+                 f"schema_version {_short(inst)} is not supported; this derivaudit reads version {LOG_SCHEMA_VERSION}")]
     if v in ("enum", "const"):
         allowed = err.validator_value if v == "enum" else [err.validator_value]
         return [(field, "bad_value", f"{_short(inst)} is not one of {allowed}")]
@@ -167,8 +167,8 @@ def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem |
             continue
         assert obj is not None
         kind = obj.get("type")
-        if kind not in KINDS:
-            msg = "missing" if kind is None else f"{_short(kind)} is not one of {', '.join(KINDS)}"
+        if kind not in RECORD_TYPES:
+            msg = "missing" if kind is None else f"{_short(kind)} is not one of {', '.join(RECORD_TYPES)}"
             problems.append(Problem(f, n, "type", "missing_field" if kind is None else "bad_value", msg))
             continue
         errs = [Problem(f, n, fld, code, msg)

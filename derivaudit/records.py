@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+LOG_SCHEMA_VERSION = 1
 MAX_PASSAGES = 16  # total evidence budget per view (DerivAudit, §3.1)
 MAX_RETRIEVED = 12  # BM25 passages added on top of the citations
 
@@ -240,4 +240,4 @@ def operation_to_dict(o: Operation) -> dict[str, Any]:
 
 
 def header(producer: str) -> dict[str, Any]:
-    return {"type": "header", "schema_version": SCHEMA_VERSION, "producer": producer}
+    return {"type": "header", "schema_version": LOG_SCHEMA_VERSION, "producer": producer}

@@ -21,7 +21,7 @@ from .labels import answers, memory_label, obligation_label
 from .safe import cell
 from .stats import cohen_kappa
 
-LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
+REVIEW_LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
 PRIMITIVES = ("D", "E", "R")
 HUMAN = ("human_D", "human_E", "human_R", "human_label")
 COLUMNS = ("review_id", "memory", "obligation", "passages", *HUMAN, "reviewer_notes")
@@ -213,9 +213,9 @@ def read_review(run: str | Path, path: str | Path) -> list[dict[str, Any]]:
             continue
         derived = obligation_label(d, e, r)
         label = values["human_label"].lower()
-        if label and label not in LABELS:
+        if label and label not in REVIEW_LABELS:
             problems.append(f"{where}: column human_label: {values['human_label']!r} is not one of "
-                            f"{', '.join(LABELS)} (or blank)")
+                            f"{', '.join(REVIEW_LABELS)} (or blank)")
             continue
         if label and label != derived:
             problems.append(f"{where}: column human_label: {label} contradicts the row's own D/E/R, which give "
@@ -256,7 +256,7 @@ def review_metrics(run: str | Path) -> dict[str, Any] | None:
         both = [(m[k], x[k]) for m, x, _ in pairs if m[k] is not None and x[k] is not None]
         per[k] = {"n": len(both), "agreement": _share(a == b for a, b in both),
                   "kappa": cohen_kappa([a for a, _ in both], [b for _, b in both]) if both else None}
-    confusion = {m: {x: 0 for x in LABELS} for m in LABELS}
+    confusion = {m: {x: 0 for x in REVIEW_LABELS} for m in REVIEW_LABELS}
     for m, x, _ in pairs:
         confusion[m["label"]][x["label"]] += 1
     by_label = {m: {"n": sum(row.values()), "agreement": row[m] / sum(row.values()) if sum(row.values()) else None}

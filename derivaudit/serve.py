@@ -40,7 +40,7 @@ from .models.base import Backend
 from .safe import dumps as json_dumps
 
 PRODUCER = "derivaudit serve: the gate's decision log"
-EVIDENCE = ("expanded", "citation_only")
+EVIDENCE_VIEWS = ("expanded", "citation_only")
 
 
 class ServeError(ValueError):
@@ -82,8 +82,8 @@ def operating_point(run: str | Path, view: str = "obligation", evidence: str = "
     from .operating import pick_threshold
 
     run = Path(run)
-    if evidence not in EVIDENCE:
-        raise ValueError(f"--evidence must be one of {', '.join(EVIDENCE)}, not {evidence!r}")
+    if evidence not in EVIDENCE_VIEWS:
+        raise ValueError(f"--evidence must be one of {', '.join(EVIDENCE_VIEWS)}, not {evidence!r}")
     rep = runs.read_json_if(run, runs.REPLAY)
     if not isinstance(rep, dict) or not rep.get("settings"):
         raise ValueError(f"{run} has no replay ({runs.REPLAY}): the threshold belongs to a replay of your own data; "

@@ -18,8 +18,8 @@ from ..registry import Registry
 from .build import (
     GATE_SETTINGS,
     METRICS,
+    REPORT_SCHEMA_VERSION,
     SCHEMA_FILE,
-    SCHEMA_VERSION,
     ReportError,
     build,
     compare,
@@ -48,7 +48,7 @@ def render(report: dict[str, Any], fmt: str, gates: list[dict[str, Any]] | None 
 
 
 __all__ = [
-    "FORMATS", "GATE_SETTINGS", "METRICS", "SCHEMA_FILE", "SCHEMA_VERSION", "ReportError", "build", "change_rows",
-    "compare", "evaluate_gates", "flagged", "flat_metrics", "gate_setting", "md_escape", "metric_rows",
+    "FORMATS", "GATE_SETTINGS", "METRICS", "REPORT_SCHEMA_VERSION", "SCHEMA_FILE", "ReportError", "build",
+    "change_rows", "compare", "evaluate_gates", "flagged", "flat_metrics", "gate_setting", "md_escape", "metric_rows",
     "parse_gate", "render", "to_csv", "to_json", "to_junit", "to_markdown", "validate",
 ]

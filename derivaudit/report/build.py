@@ -32,7 +32,7 @@ from .lifecycle import HELP as LIFECYCLE_HELP
 from .lifecycle import flat as lifecycle_flat
 from .lifecycle import summarize as summarize_lifecycle
 
-SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).parent.parent / "schemas" / "report.v1.schema.json"
 GATE_SETTINGS = ("obligation/expanded", "holistic/expanded")  # the first present one backs the bare replay names
 
@@ -90,7 +90,7 @@ def build(run: str | Path, *, min_confidence: float | None = None) -> dict[str, 
         raise ReportError(f"{runs.path(run, runs.REPLAY)}: no 'settings' table; rerun `derivaudit replay {run}`")
     report: dict[str, Any] = {
         "schema": "derivaudit-report",
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": REPORT_SCHEMA_VERSION,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "derivaudit": __version__,
         "run": {**_run_meta(run, meta, labels), "replay_model": (replay or {}).get("model")},

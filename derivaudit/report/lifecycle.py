@@ -9,13 +9,13 @@ import polars as pl
 
 from ..stats import rates
 
-KINDS = {"delete": "deletion", "invalidate": "invalidation", "update": "update"}
-LABELS = ("justified", "unjustified", "ambiguous")
+OPERATION_NOUNS = {"delete": "deletion", "invalidate": "invalidation", "update": "update"}
+OPERATION_LABELS = ("justified", "unjustified", "ambiguous")
 METRICS = {f"{lab}_{noun}": (pl.col("label") == lab, (pl.col("kind") == kind) & ~pl.col("outside_conversation"))
-           for kind, noun in KINDS.items() for lab in LABELS}
+           for kind, noun in OPERATION_NOUNS.items() for lab in OPERATION_LABELS}
 HELP = {
     **{f"lifecycle.{lab}_{noun}": f"share of {noun}s judged {lab} (conversation-balanced; `.weighted` beside it; "
-       "origin api/ui left out)" for noun in KINDS.values() for lab in LABELS},
+       "origin api/ui left out)" for noun in OPERATION_NOUNS.values() for lab in OPERATION_LABELS},
     "lifecycle.operations": "deletions, invalidations and updates judged",
     "lifecycle.gold.accuracy": "operation-label accuracy against meta.gold",
     "lifecycle.gold.unjustified_recall": "share of gold-unjustified operations the audit calls unjustified",
@@ -44,21 +44,21 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         v["corrected"] = c
     out: dict[str, Any] = {
         "operations": len(rows),
-        "by_kind": {k: sum(r["kind"] == k for r in rows) for k in KINDS},
+        "by_kind": {k: sum(r["kind"] == k for r in rows) for k in OPERATION_NOUNS},
         "outside_conversation": sum(bool(r["outside_conversation"]) for r in rows),
         "unknown_origin": sum(r.get("origin") in (None, "unknown") for r in rows),
         "rates": rs,
         "unjustified": [{k: r.get(k) for k in LISTED} for r in rows if r["label"] == "unjustified"],
     }
-    graded = [r for r in rows if r.get("gold") in LABELS]
+    graded = [r for r in rows if r.get("gold") in OPERATION_LABELS]
     if graded:
         unj = [r for r in graded if r["gold"] == "unjustified"]
         out["gold"] = {
             "n": len(graded), "accuracy": sum(r["label"] == r["gold"] for r in graded) / len(graded),
             "unjustified_recall": sum(r["label"] == "unjustified" for r in unj) / len(unj) if unj else None,
             "ambiguous_share": sum(r["label"] == "ambiguous" for r in graded) / len(graded),
-            "confusion": {g: {p: sum(r["gold"] == g and r["label"] == p for r in graded) for p in LABELS}
-                          for g in LABELS},
+            "confusion": {g: {p: sum(r["gold"] == g and r["label"] == p for r in graded) for p in OPERATION_LABELS}
+                          for g in OPERATION_LABELS},
         }
     return out
 
@@ -71,15 +71,15 @@ def _corrected(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     from ..estimate import balanced_design, estimate
 
     out: dict[str, dict[str, Any]] = {}
-    if not any(r.get("gold") in LABELS for r in rows):
+    if not any(r.get("gold") in OPERATION_LABELS for r in rows):
         return out
-    for kind, noun in KINDS.items():
+    for kind, noun in OPERATION_NOUNS.items():
         sub = [r for r in rows if r["kind"] == kind and not r["outside_conversation"]]
-        if not sub or not any(r.get("gold") in LABELS for r in sub):
+        if not sub or not any(r.get("gold") in OPERATION_LABELS for r in sub):
             continue
-        design = balanced_design([r["conversation_id"] for r in sub], [r.get("gold") in LABELS for r in sub])
+        design = balanced_design([r["conversation_id"] for r in sub], [r.get("gold") in OPERATION_LABELS for r in sub])
         ones = np.ones(len(sub))
-        for lab_name in LABELS:
+        for lab_name in OPERATION_LABELS:
             f = np.array([r["label"] == lab_name for r in sub], dtype=float)
             y = np.array([r.get("gold") == lab_name for r in sub], dtype=float)
             out[f"{lab_name}_{noun}"] = estimate(f, ones, y, ones, design).to_dict()
