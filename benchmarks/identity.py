@@ -74,6 +74,7 @@ def main() -> None:
     ap.add_argument("--backend", default="transformers")
     ap.add_argument("--out", type=Path, default=Path("/tmp/identity"))
     a = ap.parse_args()
+    a.log = [str(Path(f).resolve()) for f in a.log]  # both checkouts scan the very same file
     shutil.rmtree(a.out, ignore_errors=True)
     a.out.mkdir(parents=True)
     env = {**os.environ, "DERIVAUDIT_HOME": str(a.out / "home"), "DERIVAUDIT_MODEL": a.model,
