@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .io import point_order
+from .history import point_order
 from .records import MemoryLog, Read, Write, families
 
 K = 5  # the five-record budget of the Memory Echo paper

@@ -14,18 +14,7 @@ from typing import Any
 
 import orjson
 
-from .history import (
-    _assemble,
-    accept_operations,
-    accept_reads,
-    accept_writes,
-    conversation,
-    id_warnings,
-    operation_problems,
-    point_order,
-    read_problems,
-    write_problems,
-)
+from .history import _assemble
 from .lines import _read_lines, limit, read_objects
 from .outputs import OutputError, atomic_dir, atomic_writer, check_output, write_jsonl
 from .recordcheck import SCHEMA_FILE, _records, schema
@@ -45,11 +34,9 @@ from .records import (
 )
 
 __all__ = [
-    "SCHEMA_FILE", "LogError", "OutputError", "accept_operations", "accept_reads", "accept_writes", "atomic_dir",
-    "atomic_writer", "check_log", "check_output", "check_rows", "conversation", "header", "id_warnings", "limit",
-    "load_log", "operation_problems", "operation_to_dict", "point_order", "read_objects", "read_passages",
-    "read_problems", "read_records", "read_to_dict", "schema", "turn_to_dict", "write_jsonl", "write_problems",
-    "write_to_dict",
+    "SCHEMA_FILE", "LogError", "OutputError", "atomic_dir", "atomic_writer", "check_log", "check_output", "check_rows",
+    "header", "limit", "load_log", "operation_to_dict", "read_objects", "read_passages", "read_records",
+    "read_to_dict", "schema", "turn_to_dict", "write_jsonl", "write_to_dict",
 ]
 
 

@@ -3,7 +3,7 @@
 `io.load_log` holds every record in memory, which `scan` needs and which suits any log a model can
 audit in reasonable time. `validate` and `views` also meet multi-gigabyte exports; for them,
 `SpilledLog` streams the files once into a temporary SQLite file and applies the same checks, with
-the same functions (`io.conversation`, `io.write_problems`, `io.accept_writes`, `io.id_warnings`),
+the same functions (`history.conversation`, `write_problems`, `accept_writes`, `id_warnings`),
 conversation by conversation. Memory then holds the largest conversation plus one small entry per
 write (id, parent, position; no text), whatever the file size.
 """
@@ -22,8 +22,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .io import (
-    LogError,
+from .history import (
     accept_operations,
     accept_reads,
     accept_writes,
@@ -32,9 +31,9 @@ from .io import (
     operation_problems,
     point_order,
     read_problems,
-    read_records,
     write_problems,
 )
+from .io import LogError, read_records
 from .records import Conversation, Operation, Problem, Read, Source, Turn, Write
 
 T = TypeVar("T")
