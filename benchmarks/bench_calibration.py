@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from derivaudit import calibrate as cal  # noqa: E402
 from derivaudit import load_log  # noqa: E402
+from derivaudit.audit import calibrate as cal  # noqa: E402
 from derivaudit.importers import run_import  # noqa: E402
+from derivaudit.log.records import MemoryLog  # noqa: E402
 from derivaudit.models import default_backend, default_model, load_backend  # noqa: E402
-from derivaudit.records import MemoryLog  # noqa: E402
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo" / "locomo10.json"
 

@@ -30,7 +30,7 @@ from bench_labels import parse_model  # noqa: E402
 from bench_parse_rules import gold_writes  # noqa: E402
 
 from derivaudit import templates  # noqa: E402
-from derivaudit.decompose import ANSWER_PREFIX_DECOMPOSE, STOP_DECOMPOSE  # noqa: E402
+from derivaudit.audit.decompose import ANSWER_PREFIX_DECOMPOSE, STOP_DECOMPOSE  # noqa: E402
 from derivaudit.models import load_backend  # noqa: E402
 from derivaudit.models.base import Prompt  # noqa: E402
 

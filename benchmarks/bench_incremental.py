@@ -1,7 +1,7 @@
 """What does re-auditing a store that grew cost? A LoCoMo conversation's first `--first` writes
 (with the turns up to the last one's write point) are scanned into a run folder; then the same log
 with `--more` writes appended (and the turns up to their write point) is scanned into that folder
-again. The second scan should judge only the new writes (derivaudit/incremental.py) and keep the
+again. The second scan should judge only the new writes (derivaudit/audit/incremental.py) and keep the
 old writes' labels.
 
 Measured, each in its own DERIVAUDIT_HOME (fresh result cache, so "cold" means cold):
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from derivaudit.importers.locomo import convert  # noqa: E402
-from derivaudit.io import write_jsonl  # noqa: E402
+from derivaudit.log.io import write_jsonl  # noqa: E402
 
 LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 

@@ -33,12 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from derivaudit import load_log  # noqa: E402
-from derivaudit.decompose import decompose  # noqa: E402
-from derivaudit.evidence import build_views  # noqa: E402
+from derivaudit.admission.replay import Case, score_cases  # noqa: E402
+from derivaudit.admission.views import Memory, get_view  # noqa: E402
+from derivaudit.audit.decompose import decompose  # noqa: E402
+from derivaudit.audit.evidence import build_views  # noqa: E402
 from derivaudit.models import load_backend  # noqa: E402
-from derivaudit.replay import Case, score_cases  # noqa: E402
-from derivaudit.stats import auc  # noqa: E402
-from derivaudit.views import Memory, get_view  # noqa: E402
+from derivaudit.rates.stats import auc  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
@@ -76,9 +76,9 @@ def label_flips(model: str, n: int, out: Path) -> None:
     import orjson
     from bench_labels import parse_model
 
+    from derivaudit.audit.scan import ScanConfig, scan
     from derivaudit.models import ModelRoles
-    from derivaudit.runs import read_jsonl
-    from derivaudit.scan import ScanConfig, scan
+    from derivaudit.runs.folder import read_jsonl
 
     spec = parse_model(model)
     sets, left = {}, n

@@ -33,12 +33,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from derivaudit import load_log  # noqa: E402
-from derivaudit.gold import CATEGORIES  # noqa: E402
+from derivaudit.audit.gold import CATEGORIES  # noqa: E402
+from derivaudit.audit.scan import ScanConfig, scan  # noqa: E402
 from derivaudit.importers import run_import  # noqa: E402
-from derivaudit.io import write_jsonl  # noqa: E402
+from derivaudit.log.io import write_jsonl  # noqa: E402
 from derivaudit.models import ModelRoles, ModelSpec, default_backend, default_model  # noqa: E402
-from derivaudit.runs import load_meta, read_jsonl  # noqa: E402
-from derivaudit.scan import ScanConfig, scan  # noqa: E402
+from derivaudit.runs.folder import load_meta, read_jsonl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"

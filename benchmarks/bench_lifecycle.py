@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_labels import LOCOMO, locomo_dev_log, parse_model  # noqa: E402
 
 from derivaudit import load_log  # noqa: E402
+from derivaudit.audit.scan import ScanConfig, scan  # noqa: E402
 from derivaudit.models import ModelRoles, ModelSpec, default_backend, default_model  # noqa: E402
 from derivaudit.report.lifecycle import OPERATION_LABELS as LABELS  # noqa: E402
-from derivaudit.runs import load_meta, read_jsonl  # noqa: E402
-from derivaudit.scan import ScanConfig, scan  # noqa: E402
+from derivaudit.runs.folder import load_meta, read_jsonl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from derivaudit import annotate as ann  # noqa: E402
 from derivaudit import build_views, load_log  # noqa: E402
+from derivaudit.audit import annotate as ann  # noqa: E402
 from derivaudit.models import load_backend  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_labels import parse_model  # noqa: E402
 
-from derivaudit.decompose import decompose  # noqa: E402
+from derivaudit.audit.decompose import decompose  # noqa: E402
+from derivaudit.log.records import Write  # noqa: E402
 from derivaudit.models import load_backend  # noqa: E402
-from derivaudit.records import Write  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = ("memories", "lifecycle", "locomo_dev", "locomo_final", "locomo_lifecycle")

@@ -1,5 +1,5 @@
 """Do the corrected rates' intervals hold? Coverage and width of the 95% intervals of
-`derivaudit.estimate` on run folders whose writes carry `meta.gold`, with gold as the truth.
+`derivaudit.rates.estimate` on run folders whose writes carry `meta.gold`, with gold as the truth.
 
 For each run and scope metric: the all-gold rate (conversation-balanced, the truth), the judge's
 rate and its bias; then for n = 10, 20, 40 labelled writes (those below the run's size), `--draws`
@@ -32,9 +32,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from derivaudit import runs, sampling  # noqa: E402
-from derivaudit.estimate import Sample, balanced_design, estimate, ppi_iid  # noqa: E402
-from derivaudit.trust import (  # noqa: E402
+from derivaudit.rates import sampling  # noqa: E402
+from derivaudit.rates.estimate import Sample, balanced_design, estimate, ppi_iid  # noqa: E402
+from derivaudit.rates.trust import (  # noqa: E402
     CORRECTED,
     REFERENCE_VALUES,
     accuracy_at_coverage,
@@ -42,6 +42,7 @@ from derivaudit.trust import (  # noqa: E402
     reference_indicators,
     write_confidence,
 )
+from derivaudit.runs import folder as runs
 
 SIZES = (10, 20, 40)
 
@@ -145,7 +146,7 @@ def across_conversations(draws: int) -> list[dict]:
     """The replay's interval (stats.balanced_interval) against the percentile bootstrap over
     conversations it replaced, on simulated conversations: each conversation's rate from a beta
     distribution of mean mu, 4-30 writes each; coverage of mu."""
-    from derivaudit.stats import balanced_interval, balanced_resamples, conversation_draws, percentile_interval
+    from derivaudit.rates.stats import balanced_interval, balanced_resamples, conversation_draws, percentile_interval
 
     rng = np.random.default_rng(11)
     out = []

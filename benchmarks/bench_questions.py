@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_labels import LOCOMO, ROOT, locomo_dev_log, parse_model  # noqa: E402
 
 from derivaudit import load_log  # noqa: E402
-from derivaudit.annotate import ask, null_passages, passages_block  # noqa: E402
-from derivaudit.evidence import build_views  # noqa: E402
-from derivaudit.gold import CATEGORIES  # noqa: E402
+from derivaudit.audit.annotate import ask, null_passages, passages_block  # noqa: E402
+from derivaudit.audit.evidence import build_views  # noqa: E402
+from derivaudit.audit.gold import CATEGORIES  # noqa: E402
 from derivaudit.models import ModelPool  # noqa: E402
 from derivaudit.models.base import Prompt  # noqa: E402
-from derivaudit.stats import auc  # noqa: E402
+from derivaudit.rates.stats import auc  # noqa: E402
 
 SUPPORTED = {"citation-supported", "provenance-repaired"}
 

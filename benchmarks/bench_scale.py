@@ -30,11 +30,12 @@ WORDS = ["the", "a", "cat", "dog", "moved", "to", "Porto", "in", "May", "river",
          "kitchen"]
 
 JOBS = {
-    ("validate", "in-memory"): "from derivaudit.io import check_log; check_log({paths})",
-    ("validate", "spilled"): "from derivaudit.spill import SpilledLog; SpilledLog({paths}, keep_text=False).close()",
+    ("validate", "in-memory"): "from derivaudit.log.io import check_log; check_log({paths})",
+    ("validate", "spilled"): ("from derivaudit.log.spill import SpilledLog; "
+                                 "SpilledLog({paths}, keep_text=False).close()"),
     ("views", "in-memory"): "from derivaudit import build_views, load_log\n"
                             "for v in build_views(load_log({paths})): v.to_dict()",
-    ("views", "spilled"): "from derivaudit import build_views\nfrom derivaudit.spill import SpilledLog\n"
+    ("views", "spilled"): "from derivaudit import build_views\nfrom derivaudit.log.spill import SpilledLog\n"
                           "with SpilledLog({paths}) as s:\n    for v in build_views(s): v.to_dict()",
 }
 

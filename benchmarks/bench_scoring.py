@@ -51,9 +51,9 @@ TASKS = [
 
 def prompt_sets(locomo: Path, memories: int, pairs: int, seed: int = 0):
     from derivaudit import build_views, load_log
+    from derivaudit.admission.views import evidence_block
     from derivaudit.importers import run_import
     from derivaudit.models.base import Prompt
-    from derivaudit.views import evidence_block
 
     with tempfile.TemporaryDirectory() as d:
         run_import("locomo", locomo, Path(d) / "l.jsonl")
@@ -109,7 +109,7 @@ def child(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    from derivaudit.stats import auc
+    from derivaudit.rates.stats import auc
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")

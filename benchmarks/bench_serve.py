@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx  # noqa: E402
 
 from derivaudit import load_log  # noqa: E402
-from derivaudit.io import turn_to_dict  # noqa: E402
-from derivaudit.serve import Limits, OperatingPoint, open_gate  # noqa: E402
+from derivaudit.admission.serve import Limits, OperatingPoint, open_gate  # noqa: E402
+from derivaudit.log.io import turn_to_dict  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"
 

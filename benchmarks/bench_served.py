@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx  # noqa: E402
 
 from derivaudit import build_views, load_log  # noqa: E402
-from derivaudit.gate import admit  # noqa: E402
+from derivaudit.admission.gate import admit  # noqa: E402
 from derivaudit.models import load_backend  # noqa: E402
 from derivaudit.models.embedded import resolve_gguf  # noqa: E402
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from derivaudit import annotate as ann  # noqa: E402
 from derivaudit import build_views, load_log  # noqa: E402
+from derivaudit.audit import annotate as ann  # noqa: E402
 from derivaudit.importers import run_import  # noqa: E402
 from derivaudit.models import load_backend  # noqa: E402
-from derivaudit.runs import VIEW_NAMES  # noqa: E402
+from derivaudit.runs.folder import VIEW_NAMES  # noqa: E402
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo" / "locomo10.json"
 

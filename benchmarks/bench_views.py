@@ -18,9 +18,9 @@ from pathlib import Path
 from rank_bm25 import BM25Okapi
 
 from derivaudit import EvidenceSettings, build_views, load_log
-from derivaudit.evidence import tokenize
+from derivaudit.audit.evidence import tokenize
 from derivaudit.importers import run_import
-from derivaudit.io import check_rows, turn_to_dict, write_to_dict
+from derivaudit.log.io import check_rows, turn_to_dict, write_to_dict
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo" / "locomo10.json"
 

@@ -20,12 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from derivaudit import gold, load_log  # noqa: E402
-from derivaudit.conflicts import Passage  # noqa: E402
-from derivaudit.decompose import parse_obligations  # noqa: E402
-from derivaudit.labels import memory_label  # noqa: E402
-from derivaudit.runs import load_meta, read_jsonl  # noqa: E402
-from derivaudit.scan import settled, write_time  # noqa: E402
+from derivaudit import load_log
+from derivaudit.audit import gold  # noqa: E402
+from derivaudit.audit.conflicts import Passage  # noqa: E402
+from derivaudit.audit.decompose import parse_obligations  # noqa: E402
+from derivaudit.audit.labels import memory_label  # noqa: E402
+from derivaudit.audit.scan import settled, write_time  # noqa: E402
+from derivaudit.runs.folder import load_meta, read_jsonl  # noqa: E402
 
 
 def inputs(run: Path):

@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from derivaudit import runs  # noqa: E402
-from derivaudit.operating import decide  # noqa: E402
-from derivaudit.replay import setting_metrics  # noqa: E402
-from derivaudit.stats import SCOPE_HELP, rates  # noqa: E402
+from derivaudit.admission.operating import decide  # noqa: E402
+from derivaudit.admission.replay import setting_metrics  # noqa: E402
+from derivaudit.rates.stats import SCOPE_HELP, rates  # noqa: E402
+from derivaudit.runs import folder as runs  # noqa: E402
 
 WORDS = ("the", "a", "went", "to", "with", "her", "his", "new", "job", "city", "trip", "cat", "dog", "plan",
          "school", "friend", "support", "group", "painting", "camping", "museum", "book", "family", "weekend",

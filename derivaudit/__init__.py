@@ -16,11 +16,11 @@ Importing the package is light: model code (torch, transformers) loads only when
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from .echo import audit_echo, serve_fpa
-from .evidence import EvidenceSettings, EvidenceViews, build_views, tokenize
-from .io import LogError, check_log, load_log
-from .overlap import audit_overlap, trim
-from .records import Conversation, MemoryLog, Problem, Read, Turn, Write
+from .audit.evidence import EvidenceSettings, EvidenceViews, build_views, tokenize
+from .log.io import LogError, check_log, load_log
+from .log.records import Conversation, MemoryLog, Problem, Read, Turn, Write
+from .readpath.echo import audit_echo, serve_fpa
+from .readpath.overlap import audit_overlap, trim
 
 try:
     __version__ = version("derivaudit")
@@ -30,7 +30,7 @@ except PackageNotFoundError:  # a source tree that was never installed
 
 def __getattr__(name: str) -> Any:
     if name == "admit":  # the gate pulls in the model layer: import it on first use
-        from .gate import admit
+        from .admission.gate import admit
 
         return admit
     if name == "Views":  # the name before 0.3 (one letter from views.View, a verification view)

@@ -154,3 +154,21 @@ def _load(target: str, what: str) -> Any:
     except (ImportError, AttributeError) as e:
         raise RegistryError(f"{what} -> {target}: cannot be loaded ({e})") from e
     return obj
+
+
+def face(package: str, names: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package face's `__getattr__` and `__dir__` (PEP 562): each public name maps to the
+    submodule that defines it, imported on first use, so importing a face (or any module under it)
+    never pulls in the rest of the package (the model layer above all).
+
+        __getattr__, __dir__ = face(__name__, {"scan": "scan", "ScanConfig": "scan"})
+    """
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+
+    def __dir__() -> list[str]:
+        return sorted(names)
+
+    return __getattr__, __dir__

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import uvicorn  # noqa: E402
 
+from derivaudit.admission.serve import OperatingPoint, create_app, open_gate, uvicorn_config  # noqa: E402
 from derivaudit.models.base import Score  # noqa: E402
-from derivaudit.serve import OperatingPoint, create_app, open_gate, uvicorn_config  # noqa: E402
 from tests.rule_backend import RuleBackend, words  # noqa: E402
 
 

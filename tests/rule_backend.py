@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from derivaudit import slots
+from derivaudit.audit import slots
 from derivaudit.models.base import Backend, Prompt, Score, Usage
 
 _WORD = re.compile(r"[a-z0-9]+")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from derivaudit import load_log
-from derivaudit.annotate import Annotator, Item, Primitives, adjudicate, annotate, parse_subset, settle_agreed
-from derivaudit.decompose import DecompositionError, decompose, parse_obligations
-from derivaudit.evidence import build_views
+from derivaudit.audit.annotate import Annotator, Item, Primitives, adjudicate, annotate, parse_subset, settle_agreed
+from derivaudit.audit.decompose import DecompositionError, decompose, parse_obligations
+from derivaudit.audit.evidence import build_views
+from derivaudit.log.records import Write
 from derivaudit.models import load_backend
-from derivaudit.records import Write
 
 W = Write("w1", "c", "The user moved to Boston because of the new job.", ("t1",), "t2")
 
@@ -219,7 +219,7 @@ def test_primitives_describe_has_no_identity():
 def test_a_fallback_keeps_the_lines_it_left_out_as_not_about_the_record():
     """A decomposition that fails twice falls back to the whole record; the generated lines dropped
     as not about the record stay in `dropped`, beside the error they caused."""
-    from derivaudit.decompose import decompose
+    from derivaudit.audit.decompose import decompose
 
     from .rule_backend import RuleBackend
 

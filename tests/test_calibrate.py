@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from derivaudit import load_log
-from derivaudit.calibrate import MIN_WORDS, build_items, items_key, pick, said
+from derivaudit.audit.calibrate import MIN_WORDS, build_items, items_key, pick, said
 
 
 def test_threshold_is_the_lowest_with_fpr_at_most_a_tenth():
@@ -67,7 +67,7 @@ def test_e_negatives_are_the_same_people_outside_the_evidence(fixtures):
 
 
 def test_the_adjudicator_is_calibrated_on_its_own_question_after_a_disagreement(fixtures):
-    from derivaudit.calibrate import adjudicator_task, calibrate
+    from derivaudit.audit.calibrate import adjudicator_task, calibrate
 
     from .rule_backend import RuleBackend
 
@@ -91,7 +91,7 @@ def test_a_log_without_calibration_items_says_so_and_asks_nothing(fixtures):
     and a warning that names the cause instead of claiming the annotator cannot separate."""
     from rich.console import Console
 
-    from derivaudit.calibrate import calibrate, health_warning, usable
+    from derivaudit.audit.calibrate import calibrate, health_warning, usable
     from derivaudit.report.table import print_health
 
     from .rule_backend import RuleBackend
@@ -114,7 +114,7 @@ def test_a_log_without_calibration_items_says_so_and_asks_nothing(fixtures):
 
 
 def test_calibrating_several_annotators_at_once_gives_each_its_own_thresholds(fixtures):
-    from derivaudit.calibrate import adjudicator_task, calibrate, calibrate_many
+    from derivaudit.audit.calibrate import adjudicator_task, calibrate, calibrate_many
 
     from .rule_backend import RuleBackend
 
@@ -134,7 +134,7 @@ def test_calibrating_several_annotators_at_once_gives_each_its_own_thresholds(fi
 def test_the_adjudicator_s_items_can_wait_until_the_slot_check_is_known_to_be_on(fixtures):
     """Scan scores the adjudicator's S items only when A and B turn the slot check on: leaving them
     out changes no other threshold, and scoring them later gives the threshold calibrating at once does."""
-    from derivaudit.calibrate import adjudicator_task, calibrate, calibrate_many, calibrate_slots
+    from derivaudit.audit.calibrate import adjudicator_task, calibrate, calibrate_many, calibrate_slots
 
     from .rule_backend import RuleBackend
 
@@ -160,7 +160,7 @@ def test_b_and_adjudicator_s_items_are_scored_only_once_the_roles_before_them_se
     once when A can, and none of B's or the adjudicator's S prompts when A cannot."""
     import re
 
-    from derivaudit.calibrate import add_slots, adjudicator_task, build_slot_items, calibrate_many
+    from derivaudit.audit.calibrate import add_slots, adjudicator_task, build_slot_items, calibrate_many
     from derivaudit.models.base import Score
 
     from .rule_backend import RuleBackend
@@ -199,7 +199,7 @@ def test_b_and_adjudicator_s_items_are_scored_only_once_the_roles_before_them_se
 
 
 def test_slot_items_change_the_value_of_a_passage_and_keep_it_for_the_negatives(fixtures):
-    from derivaudit.calibrate import build_slot_items
+    from derivaudit.audit.calibrate import build_slot_items
 
     log = load_log(fixtures / "memories.jsonl")
     items = build_slot_items(log, n=4)
@@ -214,7 +214,7 @@ def test_slot_items_change_the_value_of_a_passage_and_keep_it_for_the_negatives(
 
 
 def test_the_slot_check_is_used_only_when_both_annotators_separate_their_s_items():
-    from derivaudit.calibrate import Threshold, slot_check_off
+    from derivaudit.audit.calibrate import Threshold, slot_check_off
 
     good, weak = Threshold(0.4, 0.1, 0.5, 0.8, 24, 48), Threshold(0.3, 0.1, 0.1, 0.39, 24, 48)
 
@@ -230,7 +230,7 @@ def test_the_slot_check_is_used_only_when_both_annotators_separate_their_s_items
 
 
 def test_the_packaged_corpus_gives_a_full_item_set_the_same_for_every_log(fixtures):
-    from derivaudit.calibrate import PACKAGED, build_slot_items, corpus, corpus_name
+    from derivaudit.audit.calibrate import PACKAGED, build_slot_items, corpus, corpus_name
 
     memories, demo = load_log(fixtures / "memories.jsonl"), load_log(fixtures / "demo.jsonl")
     packaged = corpus("packaged", memories)
@@ -245,8 +245,8 @@ def test_the_packaged_corpus_gives_a_full_item_set_the_same_for_every_log(fixtur
 
 
 def test_a_calibration_file_of_the_users_own_is_validated_like_any_log(tmp_path):
-    from derivaudit.calibrate import corpus
-    from derivaudit.io import LogError
+    from derivaudit.audit.calibrate import corpus
+    from derivaudit.log.io import LogError
 
     bad = tmp_path / "cal.jsonl"
     bad.write_text('{"type": "turn", "conversation_id": "c", "turn_id": "t1", "speaker": "A"}\n')
@@ -255,13 +255,13 @@ def test_a_calibration_file_of_the_users_own_is_validated_like_any_log(tmp_path)
 
 
 def test_thresholds_from_the_packaged_corpus_belong_to_the_judge_not_the_log(fixtures, tmp_path):
-    from derivaudit.scan import ScanConfig, scan
+    from derivaudit.audit.scan import ScanConfig, scan
 
     from .rule_backend import RuleBackend
 
     found = []
     for name in ("memories.jsonl", "demo.jsonl"):
-        from derivaudit.annotate import Annotator
+        from derivaudit.audit.annotate import Annotator
 
         be = RuleBackend()
         anns = [Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")]

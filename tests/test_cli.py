@@ -108,7 +108,7 @@ def test_check_on_the_embedded_model(fixtures):
 def test_check_and_admit_are_one_library_path(fixtures, tmp_path, monkeypatch):
     monkeypatch.setenv("DERIVAUDIT_CACHE", str(tmp_path / "cache.sqlite"))
     from derivaudit import admit
-    from derivaudit.io import read_passages
+    from derivaudit.log.io import read_passages
 
     record = "Alex is moving to Boston for the new job."
     passages = read_passages(fixtures / "passages.txt")
@@ -371,7 +371,7 @@ def test_the_users_brief_as_typed(tmp_path, monkeypatch, fixtures):
     import shutil
     import xml.etree.ElementTree as ET
 
-    from derivaudit import runs
+    from derivaudit.runs import folder as runs
 
     monkeypatch.chdir(tmp_path)
     shutil.copy(fixtures / "demo.jsonl", "memories.jsonl")
@@ -469,8 +469,9 @@ def test_scan_gates_and_folders_are_checked_before_any_model_work(tmp_path, monk
     r = run("export", "runs/memories")
     assert r.exit_code == 2
     # the log's own run folder, held by another process: refused, naming it, before the model loads
-    from derivaudit import incremental, runs
-    from derivaudit.io import load_log
+    from derivaudit.audit import incremental
+    from derivaudit.log.io import load_log
+    from derivaudit.runs import folder as runs
 
     shutil.rmtree(tmp_path / "runs" / "memories")
     (tmp_path / "runs" / "memories").mkdir()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from derivaudit.conflicts import Passage, apply, conflict, counts, dates
-from derivaudit.labels import obligation_label
-from derivaudit.scan import settled
+from derivaudit.audit.conflicts import Passage, apply, conflict, counts, dates
+from derivaudit.audit.labels import obligation_label
+from derivaudit.audit.scan import settled
 
 FRI = "7:31 pm on 21 January, 2022"  # a Friday
 

@@ -151,12 +151,10 @@ def test_the_architecture_map_names_every_module_and_only_modules():
     text = (ROOT / "docs" / "architecture.md").read_text()
     block = text[text.index("<!-- module-map -->"):text.index("<!-- /module-map -->")]
     pkg = ROOT / "derivaudit"
-    named = set(re.findall(r"^\|[^|]*\| `([\w/]+(?:\.py)?)` \|", block, re.M))
-    top = {p.name for p in pkg.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
-    subpackages = {f"{p.name}/" for p in pkg.iterdir() if (p / "__init__.py").exists()}
-    assert named == top | subpackages, (sorted((top | subpackages) - named), sorted(named - top - subpackages))
-    for sub in subpackages:  # a subpackage's row names each of its modules
-        row = next(line for line in block.splitlines() if f"`{sub}`" in line)
-        for m in (pkg / sub).glob("*.py"):
-            if m.stem not in ("__init__", "_common"):
-                assert f"`{m.stem}" in row or f"{m.stem}" in row, f"{sub}{m.name} missing from its row"
+    named = re.findall(r"^\|[^|]*\| `([\w/]+\.py)` \|", block, re.M)
+    modules = {p.relative_to(pkg).as_posix() for p in pkg.rglob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    assert len(named) == len(set(named)), "a module named twice"
+    assert set(named) == modules, (sorted(modules - set(named)), sorted(set(named) - modules))
+    for sub in {m.split("/")[0] for m in modules if "/" in m}:  # each subpackage: a face, and a group row naming it
+        assert (pkg / sub / "__init__.py").exists()
+        assert f"`{sub}/`" in block, f"{sub}/ has no group row"

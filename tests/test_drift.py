@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from derivaudit import load_log
+from derivaudit.built.drift import drift, lineage, rates, why
 from derivaudit.cli import app
-from derivaudit.drift import drift, lineage, rates
-from derivaudit.io import check_rows
+from derivaudit.log.io import check_rows
 from derivaudit.models.base import Score, Usage
 
 runner = CliRunner()
@@ -130,7 +130,7 @@ def test_drift_html_page_is_inert_and_complete(fixtures):
     ("none", "last year", "My sister lives in Lisbon.", True),  # a time the earlier version never gave
 ])
 def test_time_changed(earlier_time, later_time, earlier_text, changed):
-    from derivaudit.drift import time_changed
+    from derivaudit.built.drift import time_changed
 
     assert time_changed(earlier_time, later_time, earlier_text) is changed
 
@@ -185,5 +185,5 @@ def test_the_versions_method_compares_each_versions_time_and_status():
                    "w1": (False, True, "possible", "planned"),  # against the root w0
                    "w2": (True, True, "possible", "done")}
     assert rep["examples"]["modality"][0]["write_id"] in ("w1", "w2")
-    assert "status: possible -> done" in {__import__("derivaudit.drift").drift.why(e, "modality")
+    assert "status: possible -> done" in {why(e, "modality")
                                           for e in rep["examples"]["modality"]}

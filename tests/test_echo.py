@@ -9,7 +9,7 @@ import math
 import pytest
 
 from derivaudit import load_log
-from derivaudit.echo import audit_echo, families, serve_fpa
+from derivaudit.readpath.echo import audit_echo, families, serve_fpa
 
 W = [1 / math.log2(r + 1) for r in range(1, 6)]  # slot weights, ranks 1..5
 S = sum(W)

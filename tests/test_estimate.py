@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from derivaudit.estimate import Sample, balanced_design, estimate, labels_to_halve, ppi_iid, tuned_lambda
+from derivaudit.rates.estimate import Sample, balanced_design, estimate, labels_to_halve, ppi_iid, tuned_lambda
 
 
 def _design(conv: list[str], labelled: list[bool], strata: list[str] | None = None, store: dict | None = None,

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from derivaudit import EvidenceSettings, build_views, load_log, tokenize
-from derivaudit.evidence import ConversationIndex
-from derivaudit.io import check_rows
+from derivaudit.audit.evidence import ConversationIndex
+from derivaudit.log.io import check_rows
 
 
 def test_tokenize_documented_rules():
@@ -142,7 +142,7 @@ def test_view_invariants(rows, max_retrieved, max_passages, floor):
 def test_views_from_a_spilled_log_equal_views_from_memory(fixtures, tmp_path):
     """`views` reads the log one conversation at a time from a temporary SQLite file; a log whose
     conversations interleave comes out in input order all the same."""
-    from derivaudit.spill import SpilledLog
+    from derivaudit.log.spill import SpilledLog
 
     log = load_log(fixtures / "memories.jsonl")
     a = [v.to_dict() for v in build_views(log)]
@@ -166,7 +166,7 @@ def test_views_from_a_spilled_log_equal_views_from_memory(fixtures, tmp_path):
 
 def test_the_search_limited_share_is_counted_as_views_stream(fixtures):
     from derivaudit import build_views, load_log
-    from derivaudit.evidence import LimitedTally
+    from derivaudit.audit.evidence import LimitedTally
 
     log = load_log(fixtures / "memories.jsonl")
     tally = LimitedTally(len(log.writes))

@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from derivaudit import load_log
+from derivaudit.built.families import FamilyError, build, load_families, summarise
 from derivaudit.cli import app
-from derivaudit.families import FamilyError, build, load_families, summarise
-from derivaudit.runs import read_jsonl
+from derivaudit.runs.folder import read_jsonl
 
 runner = CliRunner()
 

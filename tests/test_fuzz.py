@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from derivaudit.cli import app
 from derivaudit.importers import run_import
-from derivaudit.io import LogError, check_log
+from derivaudit.log.io import LogError, check_log
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 # Derandomized so that CI is repeatable; DERIVAUDIT_FUZZ_EXAMPLES=5000 explores further by hand.

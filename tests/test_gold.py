@@ -5,9 +5,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from derivaudit import report, runs
+from derivaudit import report
+from derivaudit.audit.gold import category, flat, gold_metrics
 from derivaudit.cli import app
-from derivaudit.gold import category, flat, gold_metrics
+from derivaudit.runs import folder as runs
 
 runner = CliRunner()
 
@@ -133,7 +134,7 @@ def test_a_run_without_gold_shows_no_gold_section(synth_run):
 
 @pytest.mark.parametrize("cit", ["unsupported", "contradicted", "ambiguous"])
 def test_provenance_repaired_is_one_rule_for_category_and_flag(cit):
-    from derivaudit.gold import provenance_repaired
+    from derivaudit.audit.gold import provenance_repaired
 
     assert provenance_repaired(cit, "supported") and category(cit, "supported") == "provenance-repaired"
     assert not provenance_repaired("supported", "supported")

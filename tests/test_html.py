@@ -7,8 +7,9 @@ import shutil
 
 import orjson
 
-from derivaudit import report, runs
+from derivaudit import report
 from derivaudit.report.html import drilldown_data, pack
+from derivaudit.runs import folder as runs
 
 HOSTILE = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
 

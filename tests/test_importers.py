@@ -80,7 +80,7 @@ def test_mem0_history(fixtures, tmp_path):
     assert (op.kind, op.target, op.conversation_id, op.origin) == ("delete", "h4", "bob", "conversation")
     assert log.conversations["bob"].turns[-1].text == "Forget where I live." and op.last_seen_turn == "t2"
     assert op.citations == ("t2",)
-    from derivaudit import lifecycle
+    from derivaudit.audit import lifecycle
 
     case, update = lifecycle.cases(log)  # the lifecycle audit takes it, against the turn after the write
     assert case.case_id == "delete:h5" and update.case_id == "update:h3"
@@ -135,7 +135,7 @@ def test_mem0_update_through_the_api(tmp_path):
     assert (api.citations, api.last_seen_turn, api.parent_id, api.meta["origin"]) == ((), "t1", "h1", "api")
     assert (said.citations, said.parent_id, said.meta["origin"]) == (("t2",), "h2", "conversation")
     assert notes["api_updates"] == 1
-    from derivaudit import lifecycle
+    from derivaudit.audit import lifecycle
 
     assert [(c.case_id, c.origin) for c in lifecycle.cases(log)] == [("update:h2", "api"),
                                                                     ("update:h3", "conversation")]
@@ -184,7 +184,7 @@ def test_import_of_broken_json(tmp_path):
 def test_graphiti_invalidation_becomes_a_correction(fixtures, tmp_path):
     """e-1 (Kate is in the club) was invalidated at the valid_at of e-3 (she left it): e-3 supersedes
     e-1 and the echo audit sees one correction; an invalidated edge without a successor is counted."""
-    from derivaudit.echo import audit_echo
+    from derivaudit.readpath.echo import audit_echo
 
     log, notes = run_import("graphiti", fixtures / "graphiti_export.json", tmp_path / "g.jsonl")
     e3 = log.write("e-3")
@@ -316,7 +316,7 @@ def _source(fixtures, tmp_path, name):
 @pytest.mark.parametrize("name", ["mem0", "mem0-db", "graphiti", "letta", "langgraph", "openai-agents"])
 def test_every_importer_round_trips(fixtures, tmp_path, name):
     """The written log loads back to the same records, and importing it twice writes the same bytes."""
-    from derivaudit.io import read_to_dict, turn_to_dict, write_to_dict
+    from derivaudit.log.io import read_to_dict, turn_to_dict, write_to_dict
 
     src = _source(fixtures, tmp_path, name)
     log, _ = run_import(name, src, tmp_path / "a.jsonl")

@@ -1,15 +1,16 @@
 """A store that grows: a second scan of the same run folder judges only what is new, keeps the old
-labels, and never mixes another version of the log into an old run (derivaudit/incremental.py)."""
+labels, and never mixes another version of the log into an old run (derivaudit/audit/incremental.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from derivaudit import incremental, runs
-from derivaudit.annotate import Annotator
-from derivaudit.evidence import build_views
-from derivaudit.io import check_rows
-from derivaudit.scan import ScanConfig, scan
+from derivaudit.audit import incremental
+from derivaudit.audit.annotate import Annotator
+from derivaudit.audit.evidence import build_views
+from derivaudit.audit.scan import ScanConfig, scan
+from derivaudit.log.io import check_rows
+from derivaudit.runs import folder as runs
 
 from .rule_backend import RuleBackend
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from derivaudit import LogError, check_log, load_log
-from derivaudit.io import atomic_writer, schema
+from derivaudit.log.io import atomic_writer, schema
 
 TURNS = [
     {"type": "turn", "conversation_id": "c", "turn_id": f"t{i}", "order": i, "speaker": "A", "text": f"turn {i}"}
@@ -247,7 +247,7 @@ def test_read_events_are_validated_naming_line_and_field(fixtures):
     """Reads: a memory must be an accepted write of the same conversation stored by the read point;
     ranks number the list 1..n; a memory is listed once; read ids are unique; ranked objects are
     put in rank order."""
-    from derivaudit.io import check_log
+    from derivaudit.log.io import check_log
 
     log, problems = check_log([fixtures / "bad" / "reads.jsonl"])
     got = [(p.line, p.field, p.code) for p in problems]
@@ -270,7 +270,7 @@ def test_read_events_are_validated_naming_line_and_field(fixtures):
 
 
 def test_a_line_over_the_limit_is_refused_with_its_number(tmp_path, monkeypatch):
-    from derivaudit.io import LogError, load_log
+    from derivaudit.log.io import LogError, load_log
 
     log = tmp_path / "long.jsonl"
     log.write_bytes(b'{"type": "header", "schema_version": 1}\n' + b'{"x": "' + b"a" * 5000 + b'"}\n')
@@ -289,7 +289,7 @@ def test_a_gzip_bomb_is_refused_early(tmp_path, monkeypatch):
     of zeros with no newline on the line limit, before either fills memory."""
     import gzip
 
-    from derivaudit.io import LogError, load_log
+    from derivaudit.log.io import LogError, load_log
 
     bomb = tmp_path / "bomb.jsonl.gz"
     bomb.write_bytes(gzip.compress(b"\n" * 2_000_000, 9))
@@ -339,7 +339,7 @@ def test_supersedes_must_name_another_family_of_the_conversation(tmp_path, write
     from typer.testing import CliRunner
 
     from derivaudit.cli import app
-    from derivaudit.io import LogError, load_log
+    from derivaudit.log.io import LogError, load_log
 
     log = _sup_log(tmp_path, *writes)
     with pytest.raises(LogError) as e:
@@ -351,7 +351,7 @@ def test_supersedes_must_name_another_family_of_the_conversation(tmp_path, write
 
 
 def test_supersedes_naming_a_family_by_its_first_write_is_accepted(tmp_path):
-    from derivaudit.io import load_log
+    from derivaudit.log.io import load_log
 
     log = _sup_log(tmp_path, {"write_id": "a", "text": "x"},
                    {"write_id": "b", "text": "y", "verified_correction": True, "supersedes": ["a"]})
@@ -359,7 +359,7 @@ def test_supersedes_naming_a_family_by_its_first_write_is_accepted(tmp_path):
 
 
 def test_atomic_dir_puts_a_folder_in_place_only_when_done_and_keeps_a_winner(tmp_path):
-    from derivaudit.io import atomic_dir
+    from derivaudit.log.io import atomic_dir
 
     target = tmp_path / "models" / "converted"
     with pytest.raises(RuntimeError), atomic_dir(target) as tmp:
@@ -411,8 +411,8 @@ def test_each_operation_problem_is_named(tmp_path, rows, line, field, code):
 
 
 def test_operations_load_and_the_validator_on_disk_finds_the_same(tmp_path):
-    from derivaudit.io import operation_to_dict
-    from derivaudit.validation import validate
+    from derivaudit.log.io import operation_to_dict
+    from derivaudit.log.validation import validate
 
     rows = [*TURNS, wr(), wr(write_id="w2", last_seen_turn="t3"),
             op(kind="invalidate", successor="w2", citations=["t3"], origin="conversation", meta={"gold": "justified"}),

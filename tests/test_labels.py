@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from derivaudit.labels import carry_across_views, memory_label, obligation_label
+from derivaudit.audit.labels import carry_across_views, memory_label, obligation_label
 
 
 @pytest.mark.parametrize(("d", "e", "r", "label"), [

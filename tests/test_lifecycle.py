@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from derivaudit import lifecycle, lifecycle_calibration
-from derivaudit.annotate import Annotator
-from derivaudit.decompose import Obligation
-from derivaudit.io import load_log
+from derivaudit.audit import lifecycle, lifecycle_calibration
+from derivaudit.audit.annotate import Annotator
+from derivaudit.audit.decompose import Obligation
+from derivaudit.log.io import load_log
+from derivaudit.log.records import MAX_PASSAGES
 from derivaudit.models.base import Score
-from derivaudit.records import MAX_PASSAGES
 from derivaudit.report.lifecycle import flat, summarize
 from tests.rule_backend import RuleBackend, words
 
@@ -285,7 +285,7 @@ def test_a_target_the_write_audit_calls_ambiguous_is_not_determinate(tmp_path):
 
 
 def test_calibration_items_and_thresholds(tmp_path):
-    from derivaudit.calibrate import said
+    from derivaudit.audit.calibrate import said
 
     rows = [{"type": "header", "schema_version": 1}]
     for c, topic in (("a", "garden"), ("b", "kitchen")):
@@ -325,7 +325,7 @@ def test_not_said_negatives_are_the_same_people_two_windows_away(tmp_path):
     """U's "not said" negative (and F's request about another statement) is what an audit meets: a
     statement of the same conversation that the later turns do not contain, not another
     conversation's; a conversation too short for that borrows another's."""
-    from derivaudit.calibrate import said
+    from derivaudit.audit.calibrate import said
 
     rows = [{"type": "header", "schema_version": 1}]
     sizes = {"long": 30, "short": 4}
@@ -352,8 +352,8 @@ def test_not_said_negatives_are_the_same_people_two_windows_away(tmp_path):
 
 
 def test_scan_writes_the_lifecycle_stage_and_the_report_gates_on_it(tmp_path):
+    from derivaudit.audit.scan import ScanConfig, scan
     from derivaudit.report.build import build
-    from derivaudit.scan import ScanConfig, scan
 
     log = _log(tmp_path)
     be = LifecycleRule()
@@ -443,9 +443,9 @@ def test_the_cli_scan_judges_one_gold_operation_of_each_kind_on_a_real_model(tmp
 
 
 def test_markdown_and_csv_carry_the_lifecycle_part_escaped(tmp_path):
+    from derivaudit.audit.scan import ScanConfig, scan
     from derivaudit.report.build import build
     from derivaudit.report.text import to_csv, to_markdown
-    from derivaudit.scan import ScanConfig, scan
 
     log_path = tmp_path / "log.jsonl"
     _log(tmp_path)
@@ -469,10 +469,10 @@ def test_terminal_and_html_show_the_lifecycle_part_escaped(tmp_path):
 
     from rich.console import Console
 
+    from derivaudit.audit.scan import ScanConfig, scan
     from derivaudit.report.build import build
     from derivaudit.report.html import render
     from derivaudit.report.table import print_report
-    from derivaudit.scan import ScanConfig, scan
 
     _log(tmp_path)
     p = tmp_path / "log.jsonl"
@@ -493,7 +493,7 @@ def test_u_and_f_are_the_e_question_about_a_statement_of_the_obligation():
     """U and F are asked in each annotator's E wording (yes/no) about "It is no longer true that
     <obligation>" and "Someone asks to forget that <obligation>": the clause keeps names as written
     and lowers a sentence-initial function word."""
-    from derivaudit.annotate import ask
+    from derivaudit.audit.annotate import ask
 
     assert lifecycle.clause("Priya lives in Denver.") == "Priya lives in Denver"
     assert lifecycle.clause("The garden  has   roses!") == "the garden has roses"

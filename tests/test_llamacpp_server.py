@@ -121,9 +121,9 @@ def test_scan_over_a_fleet_survives_a_killed_server(gguf, tmp_path):
     the other, every write is labelled once, and the labels equal those of an unbroken fleet."""
     import threading
 
+    from derivaudit.audit.scan import ScanConfig, scan
     from derivaudit.models import ModelRoles, ModelSpec
-    from derivaudit.runs import read_jsonl
-    from derivaudit.scan import ScanConfig, scan
+    from derivaudit.runs.folder import read_jsonl
 
     log_path = ROOT / "fixtures" / "demo.jsonl"
     log = load_log(log_path)

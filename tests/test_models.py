@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from derivaudit import load_log
-from derivaudit.evidence import build_views
+from derivaudit.admission.views import evidence_block, get_view
+from derivaudit.audit.evidence import build_views
 from derivaudit.models import BackendError, CachedBackend, Prompt, ResultCache, load_backend, score_from_top
 from derivaudit.models.base import word_variants
 from derivaudit.models.openai import OpenAIBackend
-from derivaudit.views import evidence_block, get_view
 
 from .openai_server import ModelServer
 from .verdicts import assert_reads_letters, choice_prompt

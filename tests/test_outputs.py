@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from derivaudit.cli import app
-from derivaudit.io import OutputError, atomic_writer, check_output
+from derivaudit.log.io import OutputError, atomic_writer, check_output
 
 runner = CliRunner()
 
@@ -172,7 +172,7 @@ def test_a_terminated_command_leaves_no_debris(tmp_path, sig):
 
 
 def test_spill_folders_of_dead_processes_are_removed_at_the_next_start(tmp_path):
-    from derivaudit.spill import remove_stale
+    from derivaudit.log.spill import remove_stale
 
     dead = subprocess.Popen(["true"])
     dead.wait()

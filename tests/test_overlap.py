@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from derivaudit import load_log
-from derivaudit.overlap import EvidenceIndex, Structured, Unit, audit_overlap, correct, jaccard, trim, words
+from derivaudit.readpath.overlap import EvidenceIndex, Structured, Unit, audit_overlap, correct, jaccard, trim, words
 
 
 @pytest.fixture

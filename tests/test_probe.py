@@ -9,9 +9,9 @@ import re
 import pytest
 from typer.testing import CliRunner
 
+from derivaudit.built.probe import ProbeError, load_probes, run
 from derivaudit.cli import app
 from derivaudit.models.base import Score, Usage
-from derivaudit.probe import ProbeError, load_probes, run
 
 runner = CliRunner()
 

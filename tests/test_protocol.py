@@ -1,9 +1,9 @@
 """The D/E/R decisions: null-evidence contrast, checked subsets (a wrong one refused on rescoring,
 "none" handled), thresholds. A rule-based verifier makes the right answer known."""
 
-from derivaudit.annotate import Annotator, Item, annotate, lexical_subset, parse_subset
-from derivaudit.decompose import Obligation
-from derivaudit.records import Turn, Write
+from derivaudit.audit.annotate import Annotator, Item, annotate, lexical_subset, parse_subset
+from derivaudit.audit.decompose import Obligation
+from derivaudit.log.records import Turn, Write
 
 from .rule_backend import RuleBackend
 
@@ -86,7 +86,7 @@ def test_unsupported_statement_and_threshold():
 
 
 def test_the_adjudicator_only_settles_the_primitives_in_dispute():
-    from derivaudit.annotate import Primitives, settle_agreed
+    from derivaudit.audit.annotate import Primitives, settle_agreed
 
     a = Primitives(True, True, False, e_subset=[2])
     b = Primitives(True, False, False)
@@ -99,7 +99,7 @@ def test_the_adjudicator_only_settles_the_primitives_in_dispute():
 
 def test_the_adjudicators_d_question_is_evidence_blind():
     """Its D question shows the assessments' D answers only, never their E/R answers or subsets."""
-    from derivaudit.annotate import Primitives, adjudicate
+    from derivaudit.audit.annotate import Primitives, adjudicate
 
     be = RuleBackend("2")
     a = Primitives(True, True, False, e_subset=[2])
@@ -112,7 +112,7 @@ def test_the_adjudicators_d_question_is_evidence_blind():
 
 
 def test_null_evidence_is_asked_only_of_a_score_that_clears_the_threshold():
-    from derivaudit.annotate import null_passages, passages_block
+    from derivaudit.audit.annotate import null_passages, passages_block
 
     x, be = _run("2")  # E clears (+4), R does not (-4): E alone meets the null question, per annotator
     null = passages_block(null_passages(len(T)))
@@ -125,7 +125,7 @@ def test_null_evidence_is_asked_only_of_a_score_that_clears_the_threshold():
 
 
 def test_the_adjudicator_is_asked_only_the_primitives_in_dispute():
-    from derivaudit.annotate import Primitives, adjudicate
+    from derivaudit.audit.annotate import Primitives, adjudicate
 
     be = RuleBackend("2")
     a = Primitives(True, True, False, e_subset=[2])
@@ -185,7 +185,7 @@ def test_a_mistyped_qualifier_is_checked_by_what_it_says():
 def test_the_adjudicator_settles_a_disputed_slot_check_blinded():
     """A's S yes and B's S no put R in dispute: the adjudicator sees 'different quantity: yes/no'
     and answers S itself over the same passage."""
-    from derivaudit.annotate import adjudicate, primitives
+    from derivaudit.audit.annotate import adjudicate, primitives
 
     be = RuleBackend("1")
     w = Write("w", "c", "Audrey has had her dogs for five years.", ("d1",), "d2")

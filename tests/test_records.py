@@ -2,7 +2,7 @@
 
 import pytest
 
-from derivaudit.records import Conversation, MemoryLog, Problem, Turn, Write
+from derivaudit.log.records import Conversation, MemoryLog, Problem, Turn, Write
 
 
 def _turn(tid, order):

@@ -52,10 +52,10 @@ def test_a_name_is_registered_once_and_entries_are_checked_when_loaded(tmp_path,
 
 
 def test_product_registries_resolve():
+    from derivaudit.admission.views import VIEWS
     from derivaudit.importers import IMPORTERS
     from derivaudit.models import BACKENDS
     from derivaudit.report import FORMATS
-    from derivaudit.views import VIEWS
 
     assert {"transformers", "vllm", "openai"} <= set(BACKENDS)
     assert callable(IMPORTERS.get("locomo"))
@@ -66,8 +66,8 @@ def test_product_registries_resolve():
 def test_a_backend_registered_with_traits_gets_its_options_help_and_chunking_without_being_imported(monkeypatch):
     """Adding a backend is one registry line: the options it takes, the --backend help and the
     scan's round-trip size follow from its traits, and its module is not imported for any of them."""
+    from derivaudit.audit.scan import ScanConfig, chunk_size
     from derivaudit.models import BACKENDS, BackendError, ModelSpec, backend_choices
-    from derivaudit.scan import ScanConfig, chunk_size
 
     monkeypatch.setitem(BACKENDS._entries, "mine", "da_never_imported:Backend")
     monkeypatch.setitem(BACKENDS._traits, "mine", {"threads": True, "serial": True, "about": "my engine"})
@@ -91,7 +91,7 @@ def test_a_backend_registered_with_traits_gets_its_options_help_and_chunking_wit
 PLUGIN = """
 from derivaudit.importers import ImportResult
 from derivaudit.models.base import Backend, Score, Usage
-from derivaudit.views import View
+from derivaudit.admission import View
 
 
 class ConstantBackend(Backend):

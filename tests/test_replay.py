@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from derivaudit import admit, runs
+from derivaudit import admit
+from derivaudit.admission.operating import balanced_fpr, crossfit_thresholds, decide, near_binary, pick_threshold
+from derivaudit.admission.replay import combine, noise_lists
+from derivaudit.admission.views import VIEWS, Memory, evidence_block
 from derivaudit.cli import app
-from derivaudit.operating import balanced_fpr, crossfit_thresholds, decide, near_binary, pick_threshold
-from derivaudit.replay import combine, noise_lists
-from derivaudit.runs import read_jsonl
-from derivaudit.stats import auc
-from derivaudit.views import VIEWS, Memory, evidence_block
+from derivaudit.rates.stats import auc
+from derivaudit.runs import folder as runs
+from derivaudit.runs.folder import read_jsonl
 
 from .conftest import copy_run
 
@@ -221,7 +222,7 @@ class ScriptedVerifier:
 def _crafted_run(root: Path, writes: list[dict], extra_prims: list[dict] = ()) -> Path:
     """A run folder with the files replay reads; each write: id, conv, cit/exp labels, passages
     (turn ids of the expanded view; the first one is cited), optional unresolved."""
-    from derivaudit.io import write_jsonl
+    from derivaudit.log.io import write_jsonl
 
     labels, views, obls, prims = [], [], [], list(extra_prims)
     for w in writes:
@@ -256,7 +257,7 @@ W = [  # two conversations; w1 and w5 are provenance-repaired (unsupported on th
 
 
 def test_every_setting_is_scored_against_the_expanded_reference(tmp_path):
-    from derivaudit.replay import replay
+    from derivaudit.admission.replay import replay
 
     run = _crafted_run(tmp_path / "run", W)
     be = ScriptedVerifier({f"record w{i}.": s for i, s in enumerate([0, 2.0, 3.0, -1.0, -2.0, -3.0, 1.0])})
@@ -276,8 +277,8 @@ def test_every_setting_is_scored_against_the_expanded_reference(tmp_path):
 
 
 def test_replays_accumulate_one_setting_replacing_only_itself(tmp_path):
-    from derivaudit import runs
-    from derivaudit.replay import replay
+    from derivaudit.admission.replay import replay
+    from derivaudit.runs import folder as runs
 
     run = _crafted_run(tmp_path / "run", W)
     scores = {f"record w{i}.": s for i, s in enumerate([0, 2.0, 3.0, -1.0, -2.0, -3.0, 1.0])}
@@ -311,8 +312,8 @@ def test_replays_accumulate_one_setting_replacing_only_itself(tmp_path):
 
 
 def test_earlier_replays_of_a_run_scanned_again_are_dropped_and_said(tmp_path):
-    from derivaudit.io import write_jsonl
-    from derivaudit.replay import replay
+    from derivaudit.admission.replay import replay
+    from derivaudit.log.io import write_jsonl
 
     run = _crafted_run(tmp_path / "run", W)
     scores = {f"record w{i}.": s for i, s in enumerate([0, 2.0, 3.0, -1.0, -2.0, -3.0, 1.0])}
@@ -326,7 +327,7 @@ def test_earlier_replays_of_a_run_scanned_again_are_dropped_and_said(tmp_path):
 
 
 def test_a_kept_replay_follows_the_new_answer_key(tmp_path):
-    from derivaudit.replay import replay
+    from derivaudit.admission.replay import replay
 
     gold = [{**w, "gold": "unsupported"} for w in W]
     run = _crafted_run(tmp_path / "run", gold)
@@ -338,7 +339,7 @@ def test_a_kept_replay_follows_the_new_answer_key(tmp_path):
 
 
 def test_auto_picks_one_operating_point_for_all_settings_of_a_verifier(tmp_path):
-    from derivaudit.replay import replay
+    from derivaudit.admission.replay import replay
 
     run = _crafted_run(tmp_path / "run", W)
     # every score is near-binary (|log-odds| >= 4.6) except w1's and w2's citation-only prompts
@@ -363,7 +364,7 @@ def test_auto_picks_one_operating_point_for_all_settings_of_a_verifier(tmp_path)
 
 
 def test_noise_probe_adds_only_obligations_supported_by_the_memorys_own_evidence(tmp_path):
-    from derivaudit.replay import replay
+    from derivaudit.admission.replay import replay
 
     writes = [{"id": f"n{i}", "conv": "c1", "cit": "supported", "exp": "supported", "turns": t}
               for i, t in enumerate([["x1", "x2", "x3"], ["x1"], ["x2"], ["x3"], ["x9"], ["x1", "x9"]])]
@@ -386,7 +387,7 @@ def test_noise_probe_adds_only_obligations_supported_by_the_memorys_own_evidence
 
 
 def test_the_answer_key_can_be_gold_or_human(tmp_path):
-    from derivaudit.replay import replay
+    from derivaudit.admission.replay import replay
 
     gold = {"w1": "provenance-repaired", "w2": "unsupported", "w3": "citation-supported", "w4": "ambiguous"}
     run = _crafted_run(tmp_path / "run", [{**w, "gold": gold.get(w["id"])} for w in W])

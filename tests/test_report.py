@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from derivaudit import runs
 from derivaudit.cli import app
 from derivaudit.report import ReportError, build, evaluate_gates, parse_gate, validate
-from derivaudit.runs import read_jsonl
+from derivaudit.runs import folder as runs
+from derivaudit.runs.folder import read_jsonl
 
 from .conftest import SCAN_LIMIT, copy_run
 
@@ -247,12 +247,13 @@ def test_report_export_and_light_paths_import_no_pipeline_or_torch():
     import subprocess
     import sys
 
-    code = ("import sys, derivaudit.report, derivaudit.export, derivaudit.runs, derivaudit.cli, "
-            "derivaudit.models.openai, derivaudit.models.cache\n"
-            "bad = [m for m in ('torch', 'transformers', 'derivaudit.scan', 'derivaudit.annotate', "
+    code = ("import sys, derivaudit.report, derivaudit.review.export, derivaudit.runs, derivaudit.cli, "
+            "derivaudit.models.openai, derivaudit.models.cache, derivaudit.audit, derivaudit.admission, "
+            "derivaudit.rates, derivaudit.review, derivaudit.built, derivaudit.readpath, derivaudit.log\n"
+            "bad = [m for m in ('torch', 'transformers', 'derivaudit.audit.scan', 'derivaudit.audit.annotate', "
             "'derivaudit.models.hf') if m in sys.modules]\n"
             "assert not bad, bad\n"
-            "import derivaudit.report, derivaudit.export\n"
+            "import derivaudit.report, derivaudit.review.export\n"
             "print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

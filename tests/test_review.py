@@ -11,11 +11,11 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from derivaudit import runs
+from derivaudit.audit.labels import obligation_label
 from derivaudit.cli import app
-from derivaudit.labels import obligation_label
-from derivaudit.review import COLUMNS, ReviewError, import_review, read_review, sample
-from derivaudit.runs import read_jsonl
+from derivaudit.review.obligations import COLUMNS, ReviewError, import_review, read_review, sample
+from derivaudit.runs import folder as runs
+from derivaudit.runs.folder import read_jsonl
 
 runner = CliRunner()
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from derivaudit import load_log
-from derivaudit.annotate import Annotator
-from derivaudit.runs import read_jsonl
-from derivaudit.scan import ScanConfig, scan
+from derivaudit.audit.annotate import Annotator
+from derivaudit.audit.scan import ScanConfig, scan
+from derivaudit.runs.folder import read_jsonl
 
 from .rule_backend import RuleBackend
 

@@ -3,8 +3,8 @@ appends (partial files only), resume, the writer lock."""
 
 import pytest
 
-from derivaudit import runs
-from derivaudit.runs import RunError, Stage, read_jsonl
+from derivaudit.runs import folder as runs
+from derivaudit.runs.folder import RunError, Stage, read_jsonl
 
 
 def test_stage_drops_a_cut_off_line_and_stale_partials(tmp_path):

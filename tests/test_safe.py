@@ -57,8 +57,9 @@ def test_controls_never_reach_the_terminal_from_views(fixtures):
 def test_controls_never_reach_report_formats_export_or_svg(synth_run, tmp_path):
     import shutil
 
-    from derivaudit import report, runs
-    from derivaudit.export import export_csv
+    from derivaudit import report
+    from derivaudit.review.export import export_csv
+    from derivaudit.runs import folder as runs
 
     run = shutil.copytree(synth_run, tmp_path / "run")
     nasty = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e"

@@ -11,9 +11,9 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from derivaudit import runs
 from derivaudit.cli import app
-from derivaudit.runs import read_jsonl
+from derivaudit.runs import folder as runs
+from derivaudit.runs.folder import read_jsonl
 
 from .conftest import SCAN_ARGS, SCAN_INPUTS, SCAN_LIMIT, copy_run
 
@@ -181,9 +181,9 @@ def test_stage_commands(tmp_path, fixture_scan):
 
 
 def test_scan_config_round_trips_and_reads_old_option_dicts():
-    from derivaudit.evidence import EvidenceSettings
+    from derivaudit.audit.evidence import EvidenceSettings
+    from derivaudit.audit.scan import ScanConfig
     from derivaudit.models import ModelRoles, ModelSpec
-    from derivaudit.scan import ScanConfig
 
     cfg = ScanConfig(evidence=EvidenceSettings(limit_floor=0.7), limit=3, conversations=["c"],
                      models=ModelRoles(ModelSpec(), {"adjudicator": ModelSpec("openai", "j", ("http://h/v1",))}),
@@ -208,11 +208,11 @@ def test_a_write_insufficient_after_a_capped_search_is_unresolved_and_replay_exc
     cap of 12) and a write nothing in them supports; the same write over a conversation where the
     cap is not reached is plainly unsupported."""
     from derivaudit import build_views
-    from derivaudit.annotate import Annotator, Item, annotate
-    from derivaudit.decompose import Decomposition, Obligation
-    from derivaudit.io import check_rows, write_jsonl
-    from derivaudit.replay import load_cases
-    from derivaudit.scope import _primitive_row, label_writes
+    from derivaudit.admission.replay import load_cases
+    from derivaudit.audit.annotate import Annotator, Item, annotate
+    from derivaudit.audit.decompose import Decomposition, Obligation
+    from derivaudit.audit.scope import _primitive_row, label_writes
+    from derivaudit.log.io import check_rows, write_jsonl
 
     from .rule_backend import RuleBackend
 
@@ -275,7 +275,7 @@ def test_a_run_folder_in_use_is_refused_naming_the_holder(tmp_path):
 def test_in_process_models_append_every_write():
     from types import SimpleNamespace
 
-    from derivaudit.scan import ScanConfig, chunk_size
+    from derivaudit.audit.scan import ScanConfig, chunk_size
 
     local = [SimpleNamespace(backend=SimpleNamespace(name=n)) for n in ("llamacpp", "transformers", "llamacpp")]
     assert chunk_size(ScanConfig(), local) == 1

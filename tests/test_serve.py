@@ -21,10 +21,10 @@ pytest.importorskip("starlette")
 uvicorn = pytest.importorskip("uvicorn")
 
 from derivaudit import load_log  # noqa: E402
-from derivaudit.evidence import ConversationIndex, passage_dict  # noqa: E402
-from derivaudit.gate import Client, GateError, admit  # noqa: E402
-from derivaudit.io import turn_to_dict, write_to_dict  # noqa: E402
-from derivaudit.serve import Limits, open_gate, operating_point  # noqa: E402
+from derivaudit.admission.gate import Client, GateError, admit  # noqa: E402
+from derivaudit.admission.serve import Limits, open_gate, operating_point  # noqa: E402
+from derivaudit.audit.evidence import ConversationIndex, passage_dict  # noqa: E402
+from derivaudit.log.io import turn_to_dict, write_to_dict  # noqa: E402
 
 from .gate_server import RecordRule, Slow, point, served  # noqa: E402
 from .rule_backend import RuleBackend  # noqa: E402
@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory) -> Path:
     """A scan and a replay of the gold fixture, all by the rule backend."""
-    from derivaudit.annotate import Annotator
-    from derivaudit.replay import replay
-    from derivaudit.scan import ScanConfig, scan
+    from derivaudit.admission.replay import replay
+    from derivaudit.audit.annotate import Annotator
+    from derivaudit.audit.scan import ScanConfig, scan
 
     run = tmp_path_factory.mktemp("serve") / "run"
     be = RecordRule("1, 2")
@@ -67,8 +67,8 @@ def memories():
 
 
 def test_the_operating_point_is_the_replays_refitted_on_every_conversation(replayed):
-    from derivaudit.operating import pick_threshold
-    from derivaudit.runs import read_jsonl
+    from derivaudit.admission.operating import pick_threshold
+    from derivaudit.runs.folder import read_jsonl
 
     p = operating_point(replayed, "obligation", "expanded")
     rows = [r for r in read_jsonl(replayed / "replay_scores.jsonl") if r["setting"] == "obligation/expanded"]
@@ -136,8 +136,8 @@ def test_admit_over_http_matches_admit_in_process(replayed, tmp_path):
 
 
 def test_every_decision_is_logged_as_a_memory_log_that_scan_audits(replayed, tmp_path):
-    from derivaudit.annotate import Annotator
-    from derivaudit.scan import ScanConfig, scan
+    from derivaudit.audit.annotate import Annotator
+    from derivaudit.audit.scan import ScanConfig, scan
 
     _, turns, writes = memories()
     path = tmp_path / "decisions.jsonl"

@@ -3,7 +3,7 @@ different values calibration is built from."""
 
 import pytest
 
-from derivaudit.slots import Slot, find, perturb, values
+from derivaudit.audit.slots import Slot, find, perturb, values
 
 
 @pytest.mark.parametrize("text, subtype, slot", [

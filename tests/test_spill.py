@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from derivaudit.io import LogError, check_log
-from derivaudit.spill import SpilledLog
+from derivaudit.log.io import LogError, check_log
+from derivaudit.log.spill import SpilledLog
 
 
 def _inputs(fixtures):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from derivaudit.stats import (
+from derivaudit.rates.stats import (
     balanced_interval,
     balanced_resamples,
     cohen_kappa,

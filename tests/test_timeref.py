@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from derivaudit import timeref
-from derivaudit.evidence import passage_dict
-from derivaudit.records import Turn
-from derivaudit.views import passage_line
+from derivaudit.admission.views import passage_line
+from derivaudit.audit.evidence import passage_dict
+from derivaudit.log import timeref
+from derivaudit.log.records import Turn
 
 
 @pytest.mark.parametrize(("text", "when", "shown"), [

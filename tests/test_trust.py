@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from derivaudit import load_log, runs
-from derivaudit.annotate import Annotator
+from derivaudit import load_log
+from derivaudit.audit.annotate import Annotator
 from derivaudit.cli import app
-from derivaudit.trust import accuracy_at_coverage, answer_confidence, obligation_confidence
+from derivaudit.rates.trust import accuracy_at_coverage, answer_confidence, obligation_confidence
+from derivaudit.runs import folder as runs
 
 from .conftest import FIXTURES
 from .rule_backend import RuleBackend
@@ -24,7 +25,7 @@ runner = CliRunner()
 
 
 def _scan(log_path: Path, run: Path, **cfg) -> Path:
-    from derivaudit.scan import ScanConfig, scan
+    from derivaudit.audit.scan import ScanConfig, scan
 
     be = RuleBackend()
     anns = (Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from derivaudit.validation import to_json, validate
+from derivaudit.log.validation import to_json, validate
 
 
 def test_a_clean_log_is_ok_and_counted(fixtures):

@@ -1,4 +1,4 @@
-"""Where runs go without -o, and which run a command takes without RUN (derivaudit/workspace.py)."""
+"""Where runs go without -o, and which run a command takes without RUN (derivaudit/runs/workspace.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from derivaudit import incremental, runs, workspace
-from derivaudit.io import check_rows
+from derivaudit.audit import incremental
+from derivaudit.log.io import check_rows
+from derivaudit.runs import folder as runs
+from derivaudit.runs import workspace
 
 
 def _log(text: str = "Ann likes tea", turns: int = 3):

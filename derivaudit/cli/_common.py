@@ -19,15 +19,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from .. import __version__
-from ..io import LogError, OutputError, atomic_writer, check_output, load_log
+from ..log.io import LogError, OutputError, atomic_writer, check_output, load_log
+from ..log.records import MemoryLog, Problem
+from ..log.validation import bad_records
 from ..models import BACKENDS, DEFAULT_BACKEND, DEFAULT_MODEL, ROLES, backend_choices
-from ..records import MemoryLog, Problem
 from ..report import FORMATS as REPORT_FORMATS
 from ..report.readpath import READPATH_FORMATS
-from ..runs import RunError
+from ..runs.folder import RunError
 from ..safe import dumps as json_dumps
 from ..safe import escape
-from ..validation import bad_records
 
 app = typer.Typer(
     name="derivaudit",
@@ -131,7 +131,7 @@ def pick_run(run: Path | None) -> Path:
     2, when there is none)."""
     if run is not None:
         return run
-    from ..workspace import RUNS, latest
+    from ..runs.workspace import RUNS, latest
 
     chosen, found = latest()
     if len(found) == 1:

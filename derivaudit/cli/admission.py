@@ -58,10 +58,10 @@ def check(
     format: FmtOpt = Fmt.table,
 ) -> None:
     """Score one record against passages with one view and print the verdict (log-odds, argmax)."""
-    from ..gate import admit, check_document
-    from ..io import read_passages
+    from ..admission.gate import admit, check_document
+    from ..admission.views import parse_views
+    from ..log.io import read_passages
     from ..report.table import print_check
-    from ..views import parse_views
 
     try:
         (view,) = parse_views(view, one=True)
@@ -112,10 +112,10 @@ def replay(
 ) -> None:
     """Step 3: would a write-time verifier keep the valid memories and reject the unsupported ones? Replays add
     to the run's earlier ones (one verifier per run; the same setting again replaces itself)."""
-    from .. import runs
-    from ..replay import check_options, parse_noise, parse_settings
-    from ..replay import replay as run_replay
+    from ..admission.replay import check_options, parse_noise, parse_settings
+    from ..admission.replay import replay as run_replay
     from ..report.table import print_replay
+    from ..runs import folder as runs
 
     roles = models
     run = pick_run(run)
@@ -171,8 +171,8 @@ def drift(
     format: FmtOpt = Fmt.table,
 ) -> None:
     """Temporal and modality drift of rewritten memories, per rewriting round (DerivAudit §4.3)."""
-    from ..drift import AGAINST, METHODS
-    from ..drift import drift as run_drift
+    from ..built.drift import AGAINST, METHODS
+    from ..built.drift import drift as run_drift
     from ..report.table import print_drift
 
     if against not in AGAINST:
@@ -217,7 +217,7 @@ def families_build(
     seed: Annotated[int, typer.Option("--seed", help="Seed of padding and positions.")] = 0,
 ) -> None:
     """Build every family's four cells and two controls over the same distractors and padding."""
-    from ..families import FamilyError, build
+    from ..built.families import FamilyError, build
 
     padding = _load([log], [], False)
     try:
@@ -245,9 +245,9 @@ def families_run(
     format: FmtOpt = Fmt.table,
 ) -> None:
     """Score every built version and report acceptance per cell, the valid-invalid gap and controls."""
-    from ..families import FamilyError, run
+    from ..admission.views import parse_views
+    from ..built.families import FamilyError, run
     from ..report.table import print_families
-    from ..views import parse_views
 
     try:
         views = parse_views(view)
@@ -283,7 +283,7 @@ def probe(
     format: FmtOpt = Fmt.table,
 ) -> None:
     """The downstream cost of admission errors: a reader answers with a memory slot correct, distorted or empty."""
-    from ..probe import ProbeError, run
+    from ..built.probe import ProbeError, run
     from ..report.table import print_probe
 
     roles = models

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ..evidence import EvidenceSettings
+from ..audit.evidence import EvidenceSettings
 from ..models import SCAN_ROLES
-from ..runs import STAGES
+from ..runs.folder import STAGES
 from ..safe import escape
 from ._common import (
     OUTPUT,
@@ -59,9 +59,9 @@ def review_sample(
 ) -> None:
     """A blinded review sheet: per obligation (memory, obligation, numbered passages, empty D/E/R/label), or with
     --budget per write (memory, its cited passages and earlier history, an empty category)."""
-    from .. import reference
-    from ..review import ReviewError, sample
-    from ..runs import lock
+    from ..review import reference
+    from ..review.obligations import ReviewError, sample
+    from ..runs.folder import lock
 
     run = pick_run(run)
     try:
@@ -90,10 +90,10 @@ def review_import(
 ) -> None:
     """Validate the reviewers' answers, store them in RUN/review.jsonl and show model-human agreement; a
     write-level sheet (review sample --budget) goes to RUN/review_writes.jsonl and corrects the report's rates."""
-    from .. import reference
     from ..report.table import print_review
-    from ..review import ReviewError, import_review
-    from ..runs import lock
+    from ..review import reference
+    from ..review.obligations import ReviewError, import_review
+    from ..runs.folder import lock
 
     write_level = reference.is_write_sheet(sheet)
     try:
@@ -157,9 +157,9 @@ def scan(
     = None,
 ) -> None:
     """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
-    from ..calibrate import CORPORA
+    from ..audit.calibrate import CORPORA
+    from ..audit.scan import UNTIL, ScanConfig
     from ..report.gates import check_scan_gates
-    from ..scan import UNTIL, ScanConfig
 
     try:
         check_scan_gates(fail_if or [])
@@ -184,14 +184,14 @@ def scan(
 
 def _run_scan(cfg: Any, run: Path | None, format: str, fail_if: list[str] | None = None) -> None:
     """The body of scan, decompose and annotate: one pipeline, stopped after `cfg.until`."""
-    from ..sampling import SampleError
-    from ..scan import scan as run_scan
-    from ..scan import select_writes
+    from ..audit.scan import scan as run_scan
+    from ..audit.scan import select_writes
+    from ..rates.sampling import SampleError
 
     files, history = [Path(f) for f in cfg.files], [Path(h) for h in cfg.history]
     log = _load(files, history, cfg.skip_invalid)
     if run is None:
-        from ..workspace import scan_folder
+        from ..runs.workspace import scan_folder
 
         run, why = scan_folder(files, log)
         if why:
@@ -248,8 +248,8 @@ def _scan_report(run: Path, report: dict[str, Any], format: str, fail_if: list[s
 
 
 def _stage_command(run: Path, until: str, format: Fmt, rubric: str | None = None) -> None:
-    from ..runs import load_meta
-    from ..scan import ScanConfig
+    from ..audit.scan import ScanConfig
+    from ..runs.folder import load_meta
 
     cfg = ScanConfig.from_meta(load_meta(run), until)
     if cfg is None:
@@ -278,7 +278,7 @@ def annotate(
     format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
 ) -> None:
     """Step 2b: D/E/R primitives from both annotators, adjudication and labels for RUN; prints the report."""
-    from ..rubric import WORDINGS
+    from ..audit.rubric import WORDINGS
 
     if rubric is not None and rubric not in WORDINGS[1:]:
         _bad(f"--rubric must be b (annotator A asks in wording a), not {rubric!r}")
@@ -300,9 +300,9 @@ def export(
     = Level.write,
 ) -> None:
     """Reference labels as CSV: ids, text, view, label, primitives of A, B and adjudicator, cited passages."""
-    from ..export import export_csv
-    from ..io import check_output
-    from ..workspace import is_run
+    from ..log.io import check_output
+    from ..review.export import export_csv
+    from ..runs.workspace import is_run
 
     if len(paths) > 2:
         _bad(f"export takes [RUN] OUTPUT, not {len(paths)} paths")

@@ -61,7 +61,7 @@ def cache_export(
     """Write the cached results to a file, to warm another machine's cache (`cache import`)."""
     import gzip
 
-    from ..io import OutputError, atomic_writer
+    from ..log.io import OutputError, atomic_writer
     from ..models.cache import ResultCache
     from ..paths import cache_path
 

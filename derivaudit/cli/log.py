@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ..evidence import EvidenceSettings, LimitedTally, build_views
+from ..audit.evidence import EvidenceSettings, LimitedTally, build_views
 from ..importers import IMPORTERS
-from ..io import atomic_writer
+from ..log.io import atomic_writer
 from ..report.table import print_views
 from ..safe import dumps as json_dumps
 from ..safe import escape
@@ -49,8 +49,8 @@ def validate(
 ) -> None:
     """Check memory logs against schema v1 and the history rules. Exit 0 when clean (or, with
     --skip-invalid, when what is left is usable), 2 when not."""
-    from ..validation import to_json
-    from ..validation import validate as check
+    from ..log.validation import to_json
+    from ..log.validation import validate as check
 
     res = check([*(history or []), *files], skip_invalid=skip_invalid, strict=strict)
     problems, warnings, fatal = res["problems"], res["warnings"], not res["ok"]
@@ -85,7 +85,7 @@ def views(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Show the citation-only and expanded-history evidence views of each memory write."""
-    from ..spill import SpilledLog
+    from ..log.spill import SpilledLog
 
     with SpilledLog([*(history or []), *files]) as log:  # one conversation in memory at a time
         log.raise_problems(skip_invalid=skip_invalid)

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ..io import atomic_writer, load_log
-from ..records import MemoryLog
+from ..log.io import atomic_writer, load_log
+from ..log.records import MemoryLog
 from ..safe import escape
 from ._common import (
     Files,
@@ -46,7 +46,7 @@ def echo(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Memory echo over read events (the Memory Echo paper): families from provenance, Echo Density, RRI, WEP."""
-    from ..echo import SERVING, audit_echo
+    from ..readpath.echo import SERVING, audit_echo
 
     if serve not in (None, *SERVING):
         _bad(f"--serve {escape(serve)!r}: known serving rules: {', '.join(SERVING)}")
@@ -101,7 +101,7 @@ def overlap(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Query–memory overlap over read events (the MemTrim paper): risky middle band, TA vs TD-Dup, MemTrim."""
-    from ..overlap import audit_overlap, check_band
+    from ..readpath.overlap import audit_overlap, check_band
 
     try:
         lo, hi = (float(x) for x in band.split(","))

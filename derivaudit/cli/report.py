@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..io import atomic_writer
+from ..log.io import atomic_writer
 from ..safe import escape
 from ._common import (
     OUTPUT,

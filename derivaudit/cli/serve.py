@@ -1,4 +1,4 @@
-"""`derivaudit serve`: the write-time gate over HTTP (the library is derivaudit.serve)."""
+"""`derivaudit serve`: the write-time gate over HTTP (the library is derivaudit.admission.serve)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def serve(
     try:
         import uvicorn
 
-        from ..serve import Limits, create_app, loopback, open_gate, operating_point, uvicorn_config
+        from ..admission.serve import Limits, create_app, loopback, open_gate, operating_point, uvicorn_config
     except ImportError as e:
         _bad(f"derivaudit serve needs starlette and uvicorn ({e.name} is missing): pip install 'derivaudit[serve]'")
     token = None

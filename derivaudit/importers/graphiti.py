@@ -20,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..records import Problem
-from . import ORIGIN, ImportResult, read_json
-from . import instant as _instant
+from ..log.records import Problem
+from .common import ORIGIN, ImportResult, read_json
+from .common import instant as _instant
 
 
 def _speaker(ep: dict[str, Any]) -> tuple[str, str]:

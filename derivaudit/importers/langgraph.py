@@ -24,9 +24,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..records import Problem
-from . import ImportResult, read_json
-from . import instant as _instant
+from ..log.records import Problem
+from .common import ImportResult, read_json
+from .common import instant as _instant
 
 _SPEAKERS = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
              "AIMessageChunk": "assistant"}

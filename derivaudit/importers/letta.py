@@ -29,8 +29,8 @@ from typing import Any
 
 import orjson
 
-from ..records import Problem
-from . import ORIGIN, ImportResult, content_text, instant, read_json, text_or_none
+from ..log.records import Problem
+from .common import ORIGIN, ImportResult, content_text, instant, read_json, text_or_none
 
 MEMORY_TOOLS = {"core_memory_append": "add", "core_memory_replace": "update", "memory_insert": "add",
                 "memory_replace": "update", "memory_rethink": "consolidate", "rethink_memory": "consolidate",

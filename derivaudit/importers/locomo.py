@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..records import Problem
-from . import ImportResult, read_json
+from ..log.records import Problem
+from .common import ImportResult, read_json
 
 _SESSION = re.compile(r"session_(\d+)")
 _OBS = re.compile(r"session_(\d+)_observation")

@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from ..records import MAX_PASSAGES, Problem
-from . import ImportResult, instant, read_json
+from ..log.records import MAX_PASSAGES, Problem
+from .common import ImportResult, instant, read_json
 
 
 def _get(e: dict[str, Any], *keys: str) -> Any:

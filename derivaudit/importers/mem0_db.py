@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..io import LogError
-from ..records import MAX_PASSAGES, Problem
-from . import ImportResult, open_sqlite, read_json, text_or_none
-from . import instant as _instant
+from ..log.io import LogError
+from ..log.records import MAX_PASSAGES, Problem
+from .common import ImportResult, open_sqlite, read_json, text_or_none
+from .common import instant as _instant
 
 TOLERANCE = 120.0  # seconds between a memory event and the saving of its call's messages
 KEPT = 10  # messages mem0 keeps per scope (SQLiteManager.save_messages)

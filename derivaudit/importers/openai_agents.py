@@ -21,9 +21,9 @@ from pathlib import Path
 
 import orjson
 
-from ..io import LogError
-from ..records import Problem
-from . import ImportResult, content_text, open_sqlite, text_or_none
+from ..log.io import LogError
+from ..log.records import Problem
+from .common import ImportResult, content_text, open_sqlite, text_or_none
 
 HOLDS_WRITES = False  # the SDK stores conversations, not memories: an import without writes is normal
 

@@ -94,7 +94,7 @@ def file_sha256(path: Path) -> str:
 
 
 def _remember(index: Path, known: dict[str, str], key: str, sha: str) -> None:
-    from ..io import atomic_writer
+    from ..log.io import atomic_writer
 
     known[key] = sha
     with atomic_writer(index, "w") as fh:
@@ -117,7 +117,7 @@ def assemble(m: Chunked, target: Path | None = None) -> Path:
     anything whose sha256 is not the pinned one. Returns the assembled file. Progress goes to
     `derivaudit.progress` (the CLI shows a bar)."""
     from .. import progress
-    from ..io import atomic_writer
+    from ..log.io import atomic_writer
 
     target = target or home() / "models" / m.file
     if target.exists():

@@ -198,7 +198,7 @@ class TransformersBackend(Backend):
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         from .. import progress
-        from ..io import atomic_dir
+        from ..log.io import atomic_dir
 
         progress.report(f"converting {path.name} to {target}", 0, 1)
         with atomic_dir(target) as tmp:  # another process converting it first keeps its folder

@@ -11,15 +11,12 @@ from typing import Any
 
 import orjson
 
-from .. import __version__, runs
-from ..gold import HELP as GOLD_HELP
-from ..gold import flat as gold_flat
-from ..gold import gold_metrics
-from ..review import review_metrics
-from ..runs import RunError
-from ..safe import dumps as json_dumps
-from ..stats import SCOPE_HELP, group_counts, rates
-from ..trust import (
+from .. import __version__
+from ..audit.gold import HELP as GOLD_HELP
+from ..audit.gold import flat as gold_flat
+from ..audit.gold import gold_metrics
+from ..rates.stats import SCOPE_HELP, group_counts, rates
+from ..rates.trust import (
     CORRECTED,
     accuracy_at_coverage,
     category_of,
@@ -28,6 +25,10 @@ from ..trust import (
     reference_labels,
     write_confidence,
 )
+from ..review.obligations import review_metrics
+from ..runs import folder as runs
+from ..runs.folder import RunError
+from ..safe import dumps as json_dumps
 from .lifecycle import HELP as LIFECYCLE_HELP
 from .lifecycle import flat as lifecycle_flat
 from .lifecycle import summarize as summarize_lifecycle

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from .. import runs
+from ..runs import folder as runs
 from ..safe import html_escape as escape
 from . import plots
 from .build import _num, answer_key, gate_setting

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from ..stats import rates
+from ..rates.stats import rates
 
 OPERATION_NOUNS = {"delete": "deletion", "invalidate": "invalidation", "update": "update"}
 OPERATION_LABELS = ("justified", "unjustified", "ambiguous")
@@ -68,7 +68,7 @@ def _corrected(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     (estimate.py; the gold operations taken as a simple random sample of the judged ones)."""
     import numpy as np
 
-    from ..estimate import balanced_design, estimate
+    from ..rates.estimate import balanced_design, estimate
 
     out: dict[str, dict[str, Any]] = {}
     if not any(r.get("gold") in OPERATION_LABELS for r in rows):

@@ -66,7 +66,7 @@ def families_html(rep: dict[str, Any]) -> bytes:
 def drift_html(rep: dict[str, Any]) -> bytes:
     rows = [[r, str(c["pairs"]), _pct(c["temporal"]["balanced"]), _ci(c["temporal"]["ci"]),
              _pct(c["modality"]["balanced"]), _ci(c["modality"]["ci"])] for r, c in rep["rounds"].items()]
-    from ..drift import why
+    from ..built.drift import why
 
     parts = [f"<h1>Drift over rewriting rounds</h1><p class=note>{rep['pairs']} pairs, method "
              f"{escape(rep.get('method', 'pair'))}, against the "
@@ -112,7 +112,7 @@ def _metric_table(rows: list[tuple[Any, ...]], head: list[str]) -> str:
 def echo_html(doc: dict[str, Any]) -> bytes:
     """`echo --format html`: metrics, corrections, largest families, and Echo Density per read after
     each correction (logged, and served by FPA)."""
-    from ..echo import share
+    from ..readpath.echo import share
     from .readrows import echo_rows
 
     s, fpa = doc["settings"], doc["settings"].get("serve") == "fpa"

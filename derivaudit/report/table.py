@@ -87,7 +87,7 @@ def print_drift(out: Console, d: dict[str, Any]) -> None:
             cells += [_pct(k["balanced"]) + _ci(k["ci"]), f"{_pct(k['weighted'])} ({k['drifted']}/{k['judged']})"]
         t.add_row(rnd, str(c["pairs"]), *cells)
     out.print(t)
-    from ..drift import why
+    from ..built.drift import why
 
     for kind, rows in d["examples"].items():
         for r in rows:
@@ -339,7 +339,7 @@ def print_cache_stats(out: Console, st: dict[str, Any]) -> None:
 
 
 def _passages_table(title: str, passages: tuple[Any, ...]) -> Table:
-    from .. import timeref
+    from ..log import timeref
 
     t = Table(title=title, title_justify="left", show_lines=False, expand=True)
     t.add_column("turn", no_wrap=True)

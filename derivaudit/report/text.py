@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import runs
-from ..gold import CATEGORIES, PREDICTED
-from ..gold import flat as gold_flat
+from ..audit.gold import CATEGORIES, PREDICTED
+from ..audit.gold import flat as gold_flat
+from ..runs import folder as runs
 from ..safe import cell, visible
 from .build import _num, answer_key, flagged
 from .lifecycle import RATE_COLUMNS, rate_rows

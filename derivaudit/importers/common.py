@@ -1,0 +1,91 @@
+"""What every importer shares: the result it returns and the helpers for reading its source safely
+(a whole JSON document, a SQLite table read-only, content parts, instants), each failure named."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..log.io import LogError
+from ..log.records import Problem
+
+if TYPE_CHECKING:
+    import sqlite3
+
+@dataclass
+class ImportResult:
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    writes: list[dict[str, Any]] = field(default_factory=list)
+    reads: list[dict[str, Any]] = field(default_factory=list)
+    operations: list[dict[str, Any]] = field(default_factory=list)  # deletions and invalidations
+    problems: list[Problem] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def read_json(path: str | Path) -> Any:
+    """Read a whole JSON document, turning every failure into a LogError naming the file."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise LogError([Problem(str(p), None, None, "file_not_found", "file does not exist")]) from None
+    except OSError as e:
+        raise LogError([Problem(str(p), None, None, "unreadable", f"cannot read: {e.strerror}")]) from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise LogError([Problem(str(p), e.lineno, None, "invalid_json", f"invalid JSON: {e.msg}")]) from None
+
+
+def open_sqlite(path: str | Path, table: str, what: str) -> sqlite3.Connection:
+    """A store's SQLite file, read-only; LogError naming the file when it is missing, not SQLite, or
+    lacks `table` (then it is not `what`)."""
+    import sqlite3
+
+    p = Path(path)
+    f = str(p)
+    if not p.exists():
+        raise LogError([Problem(f, None, None, "file_not_found", "file does not exist")])
+    try:
+        db = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise LogError([Problem(f, None, None, "unreadable", f"not a SQLite database ({e})")]) from None
+    if table not in tables:
+        db.close()
+        raise LogError([Problem(f, None, None, "bad_format", f"no {table!r} table: not {what}")])
+    return db
+
+
+def content_text(content: Any) -> str:
+    """A chat message's text: a string, or the `text` of its parts (OpenAI and Letta content lists)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def text_or_none(x: Any) -> str | None:
+    """A field kept only when it is text: exports (and SQLite columns) may hold any type there."""
+    return x if isinstance(x, str) else None
+
+
+def instant(x: Any) -> float | None:
+    """An ISO 8601 time as seconds since the epoch (no offset means UTC), or None: exports stamp
+    times in different zones, so they are compared as instants, never as strings."""
+    from datetime import UTC, datetime
+
+    if not isinstance(x, str) or not x.strip():
+        return None
+    try:
+        d = datetime.fromisoformat(x.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
+
+
+ORIGIN = "_origin"  # an importer may say where in its input a record came from (a JSON path, table[row])
