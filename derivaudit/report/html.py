@@ -116,14 +116,8 @@ def _gates(gates: list[dict[str, Any]]) -> str:
     return "<h2>Gates</h2>" + _table(["gate", "value", "result"], rows, "gates")
 
 
-def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) -> str:
-    run = Path(report["run"]["path"])
-    r = report["run"]
+def _plots(report: dict[str, Any], rows_by_setting: dict[str, list[dict[str, Any]]]) -> str:
     rp = report.get("replay") or {}
-    rows_by_setting: dict[str, list[dict[str, Any]]] = {}
-    score_rows = runs.read_rows_if(run, runs.REPLAY_SCORES)
-    for s in score_rows:
-        rows_by_setting.setdefault(s["setting"], []).append(s)
     figs = []
     if rows_by_setting:
         figs.append(("Log-odds by reference label, per view", "plot-dist", plots.distributions(rows_by_setting)))
@@ -137,8 +131,30 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
     if not rows_by_setting:
         plot_html += ("<p class=note>No replay in this run: run <code>derivaudit replay RUN/</code> for the score "
                       "plots.</p>")
+    return plot_html
+
+
+def _meta(report: dict[str, Any]) -> str:
+    r = report["run"]
+    models = sorted({str((a.get("model") or {}).get("model")) for a in r.get("annotators", {}).values()})
+    meta_rows = [["input", ", ".join(r.get("input_files") or []) + f" (sha {r.get('input_sha')})"],
+                 ["writes / conversations", f"{r['writes']} / {r['conversations']}"],
+                 ["annotator models", ", ".join(models)], ["scanned", r.get("scanned_at") or "—"],
+                 ["replayed", r.get("replayed_at") or "—"], ["derivaudit", report["derivaudit"]],
+                 ["generated", report["generated_at"]]]
+    return _table(["", ""], meta_rows, "meta")
+
+
+def _scope(report: dict[str, Any]) -> str:
     scope_rows = [[k, pct(v["balanced"]), _ci(v["balanced_ci"]), pct(v["weighted"]), v["n_writes"], v["meaning"]]
                   for k, v in report["scope"].items()]
+    return f"""<h2>Scope</h2><p class=note>The judge's rates, conversation-balanced (each conversation counts equally),
+write-weighted beside them; {escape(scope_interval_note(report))}.</p>
+{_table(["metric", "balanced", "95% CI", "write-weighted", "n writes", "meaning"], scope_rows, "scope")}"""
+
+
+def _replay(report: dict[str, Any]) -> str:
+    rp = report.get("replay") or {}
     replay_rows = []
     for key, s in rp.get("settings", {}).items():
         auc = _num(s.get("auc"))
@@ -146,34 +162,54 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
                             pct(s.get("unsupported_admitted")), _ci(s.get("unsupported_admitted_ci")),
                             "—" if auc is None else f"{auc:.3f}", s.get("n_pos"), s.get("n_neg"),
                             s.get("scoring_errors"), s.get("operating_point")])
+    if not replay_rows:
+        return ""
+    return ("<h2>Admission replay</h2><p class=note>Operating point " + escape(str(rp.get("operating_point")))
+            + ", combine " + escape(str(rp.get("combine"))) + "; " + escape(answer_key(rp)) + ". Gate setting: "
+            + escape(str(gate_setting(report))) + ".</p>"
+            + _table(["view / evidence", "valid kept", "95% CI", "unsupported admitted", "95% CI", "AUC", "pos",
+                      "neg", "scoring errors", "point"], replay_rows, "replay"))
+
+
+def _annotators(report: dict[str, Any]) -> str:
     ag = report.get("agreement", {})
     ag_rows = [[p, pct(ag[p].get("agreement")), "—" if _num(ag[p].get("kappa")) is None else f"{ag[p]['kappa']:.2f}"]
                for p in ("D", "E", "R", "label") if p in ag]
-    models = sorted({str((a.get("model") or {}).get("model")) for a in r.get("annotators", {}).values()})
-    meta_rows = [["input", ", ".join(r.get("input_files") or []) + f" (sha {r.get('input_sha')})"],
-                 ["writes / conversations", f"{r['writes']} / {r['conversations']}"],
-                 ["annotator models", ", ".join(models)], ["scanned", r.get("scanned_at") or "—"],
-                 ["replayed", r.get("replayed_at") or "—"], ["derivaudit", report["derivaudit"]],
-                 ["generated", report["generated_at"]]]
-    change = ""
-    if "change" in report:
-        change = (f"<h2>Change against the baseline</h2><p>baseline: {escape(report['baseline']['run']['path'])}</p>"
-                  + _table(["metric", "baseline", "this run", "change"], change_rows(report)))
+    if not ag_rows:
+        return ""
+    return ("<h2>Annotators</h2>" + _table(["primitive", "agreement", "Cohen's κ"], ag_rows)
+            + f"<p>Adjudicated {ag.get('adjudicated')} of {ag.get('items')} items.</p>")
+
+
+def _change(report: dict[str, Any]) -> str:
+    if "change" not in report:
+        return ""
+    return (f"<h2>Change against the baseline</h2><p>baseline: {escape(report['baseline']['run']['path'])}</p>"
+            + _table(["metric", "baseline", "this run", "change"], change_rows(report)))
+
+
+def _review(report: dict[str, Any]) -> str:
     rv = report.get("review")
-    review_html = ""
-    if rv:
-        prim, head, conf = review_rows(rv)
-        review_html = (f"<h2>Human review</h2><p class=note>{rv['reviewed']} reviewed obligation × view rows "
-                       "(derivaudit review import): the model's final primitives against the reviewers'.</p>"
-                       + _table(["primitive", "n", "agreement", "Cohen's κ"], prim, "review")
-                       + _table(head, conf, "review-confusion"))
+    if not rv:
+        return ""
+    prim, head, conf = review_rows(rv)
+    return (f"<h2>Human review</h2><p class=note>{rv['reviewed']} reviewed obligation × view rows "
+            "(derivaudit review import): the model's final primitives against the reviewers'.</p>"
+            + _table(["primitive", "n", "agreement", "Cohen's κ"], prim, "review")
+            + _table(head, conf, "review-confusion"))
+
+
+def _gold(report: dict[str, Any]) -> str:
     g = report.get("gold")
-    gold_html = ""
-    if g:
-        head, rows = confusion_rows(g)
-        gold_html = ("<h2>Labels against gold</h2><p class=note>Writes carrying <code>meta.gold</code>: the audited "
-                     "category (from the citation-only and expanded labels) against the reference.</p>"
-                     + _table(["metric", "value"], gold_rows(g), "gold") + _table(head, rows, "confusion"))
+    if not g:
+        return ""
+    head, rows = confusion_rows(g)
+    return ("<h2>Labels against gold</h2><p class=note>Writes carrying <code>meta.gold</code>: the audited "
+            "category (from the citation-only and expanded labels) against the reference.</p>"
+            + _table(["metric", "value"], gold_rows(g), "gold") + _table(head, rows, "confusion"))
+
+
+def _trust(report: dict[str, Any]) -> str:
     head, rows, notes = trust_rows(report)
     trust_html = ("<h2>Corrected rates</h2>" + "".join(f"<p class=note>{escape(n)}</p>" for n in notes)
                   + (_table(head, rows, "corrected") if rows else ""))
@@ -185,37 +221,24 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
                        + _table(head, rows, "coverage"))
         trust_html += ('<figure class="plot" id="plot-coverage"><figcaption>Accuracy at coverage</figcaption>'
                        f"{plots.accuracy_at_coverage(acc)}</figure>")
-    life = report.get("lifecycle")
-    life_html = ""
-    if life:
-        from .lifecycle import RATE_COLUMNS, rate_rows, unjustified_rows
+    return trust_html
 
-        life_html = (f"<h2>Lifecycle</h2><p class=note>{life['operations']} deletions, invalidations and updates "
-                     "judged against the turns after their target's write; "
-                     f"{life['outside_conversation']} made outside the conversation, counted apart.</p>"
-                     + _table(RATE_COLUMNS, rate_rows(life), "lifecycle")
-                     + (_table(["operation", "kind", "target", "why", "deciding turns"], unjustified_rows(life),
-                               "lifecycle-unjustified") if life.get("unjustified") else ""))
-    body = f"""
-<header><h1>derivaudit report</h1>{_table(["", ""], meta_rows, "meta")}</header>
-{_gates(gates or [])}
-<h2>Scope</h2><p class=note>The judge's rates, conversation-balanced (each conversation counts equally),
-write-weighted beside them; {escape(scope_interval_note(report))}.</p>
-{_table(["metric", "balanced", "95% CI", "write-weighted", "n writes", "meaning"], scope_rows, "scope")}
-{trust_html}
-{"<h2>Admission replay</h2><p class=note>Operating point " + escape(str(rp.get("operating_point"))) + ", combine "
- + escape(str(rp.get("combine"))) + "; " + escape(answer_key(rp)) + ". Gate setting: "
- + escape(str(gate_setting(report))) + ".</p>"
- + _table(["view / evidence", "valid kept", "95% CI", "unsupported admitted", "95% CI", "AUC", "pos", "neg",
-           "scoring errors", "point"], replay_rows, "replay") if replay_rows else ""}
-{gold_html}
-{life_html}
-{review_html}
-{change}
-{"<h2>Annotators</h2>" + _table(["primitive", "agreement", "Cohen's κ"], ag_rows)
- + f"<p>Adjudicated {ag.get('adjudicated')} of {ag.get('items')} items.</p>" if ag_rows else ""}
-<h2>Plots</h2>{plot_html}
-<h2>Memories</h2>
+
+def _lifecycle(report: dict[str, Any]) -> str:
+    life = report.get("lifecycle")
+    if not life:
+        return ""
+    from .lifecycle import RATE_COLUMNS, rate_rows, unjustified_rows
+
+    return (f"<h2>Lifecycle</h2><p class=note>{life['operations']} deletions, invalidations and updates "
+            "judged against the turns after their target's write; "
+            f"{life['outside_conversation']} made outside the conversation, counted apart.</p>"
+            + _table(RATE_COLUMNS, rate_rows(life), "lifecycle")
+            + (_table(["operation", "kind", "target", "why", "deciding turns"], unjustified_rows(life),
+                      "lifecycle-unjustified") if life.get("unjustified") else ""))
+
+
+_MEMORIES = """<h2>Memories</h2>
 <div class=controls><input id=q type=search placeholder="filter by text or id"> <select id=lab>
 <option value="">every expanded label</option><option>supported</option><option>unsupported</option>
 <option>contradicted</option><option>ambiguous</option></select> <span id=count></span></div>
@@ -224,6 +247,28 @@ write-weighted beside them; {escape(scope_interval_note(report))}.</p>
 <div id=pager></div>
 <section id=drill hidden></section>
 """
+
+
+def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) -> str:
+    """The page: its sections in order, then the drill-down data the page's script decodes."""
+    run = Path(report["run"]["path"])
+    score_rows = runs.read_rows_if(run, runs.REPLAY_SCORES)
+    rows_by_setting: dict[str, list[dict[str, Any]]] = {}
+    for s in score_rows:
+        rows_by_setting.setdefault(s["setting"], []).append(s)
+    body = f"""
+<header><h1>derivaudit report</h1>{_meta(report)}</header>
+{_gates(gates or [])}
+{_scope(report)}
+{_trust(report)}
+{_replay(report)}
+{_gold(report)}
+{_lifecycle(report)}
+{_review(report)}
+{_change(report)}
+{_annotators(report)}
+<h2>Plots</h2>{_plots(report, rows_by_setting)}
+{_MEMORIES}"""
     return _PAGE.replace("%BODY%", body).replace("%DATA%", pack(drilldown_data(run, score_rows)))
 
 
