@@ -380,51 +380,61 @@ def _answer(row: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- HTTP
 
 
-def create_app(gate: Gate, token: str | None = None) -> Any:
-    """The Starlette app over `gate`: GET /health, GET /v1/config, POST /v1/turns, POST /v1/admit."""
-    from starlette.applications import Starlette
-    from starlette.requests import Request
+def _reply(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Any:
     from starlette.responses import Response
-    from starlette.routing import Route
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="derivaudit-judge")
-    state = {"waiting": 0, "served": 0, "seconds": 0.0, "started": time.time()}
+    return Response(json_dumps(obj), status, headers, media_type="application/json")
 
-    def reply(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-        return Response(json_dumps(obj), status, headers, media_type="application/json")
 
-    def authorised(request: Request) -> bool:
-        if token is None:
+async def _body_of(request: Any, max_body: int) -> dict[str, Any]:
+    """The request's JSON object, read no further than `max_body` bytes whatever its headers say."""
+    size = request.headers.get("content-length")
+    if size and size.isdigit() and int(size) > max_body:
+        raise ServeError(413, f"the request body is {size} bytes, over the gate's limit of "
+                         f"{max_body} (--max-body)", None, "too_large")
+    chunks, n = [], 0
+    async for chunk in request.stream():
+        n += len(chunk)
+        if n > max_body:
+            raise ServeError(413, f"the request body is over the gate's limit of {max_body} bytes "
+                             "(--max-body)", None, "too_large")
+        chunks.append(chunk)
+    try:
+        body = orjson.loads(b"".join(chunks))
+    except orjson.JSONDecodeError as e:
+        raise ServeError(400, f"the body is not JSON: {e}", None, "bad_json") from None
+    if not isinstance(body, dict):
+        raise ServeError(422, "the body must be a JSON object", None)
+    return body
+
+
+class _Service:
+    """The gate's HTTP side: one judge thread behind a bounded queue, a deadline per request, a
+    bearer token, and every fault answered as a JSON error (never a traceback page)."""
+
+    def __init__(self, gate: Gate, token: str | None) -> None:
+        self.gate, self.token = gate, token
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="derivaudit-judge")
+        self.waiting, self.served, self.seconds, self.started = 0, 0, 0.0, time.time()
+
+    def authorised(self, request: Any) -> bool:
+        if self.token is None:
             return True
         got = request.headers.get("authorization", "")
-        return hmac.compare_digest(got.encode(), f"Bearer {token}".encode())
+        return hmac.compare_digest(got.encode(), f"Bearer {self.token}".encode())
 
-    async def body_of(request: Request) -> dict[str, Any]:
-        size = request.headers.get("content-length")
-        if size and size.isdigit() and int(size) > gate.limits.max_body:
-            raise ServeError(413, f"the request body is {size} bytes, over the gate's limit of "
-                             f"{gate.limits.max_body} (--max-body)", None, "too_large")
-        chunks, n = [], 0
-        async for chunk in request.stream():
-            n += len(chunk)
-            if n > gate.limits.max_body:
-                raise ServeError(413, f"the request body is over the gate's limit of {gate.limits.max_body} bytes "
-                                 "(--max-body)", None, "too_large")
-            chunks.append(chunk)
-        try:
-            body = orjson.loads(b"".join(chunks))
-        except orjson.JSONDecodeError as e:
-            raise ServeError(400, f"the body is not JSON: {e}", None, "bad_json") from None
-        if not isinstance(body, dict):
-            raise ServeError(422, "the body must be a JSON object", None)
-        return body
+    def _refuse_when_busy(self) -> None:
+        limits = self.gate.limits
+        if self.waiting > limits.queue:
+            mean = self.seconds / self.served if self.served else 1.0
+            wait = max(1, math.ceil(mean * self.waiting))
+            raise ServeError(503, f"the gate is busy ({self.waiting} requests waiting for the judge, limit "
+                             f"{limits.queue}): retry after {wait} s", None, "busy", {"Retry-After": str(wait)})
 
-    async def on_judge(call: Callable[..., dict[str, Any]], body: dict[str, Any], with_start: bool) -> Response:
-        if state["waiting"] > gate.limits.queue:
-            mean = state["seconds"] / state["served"] if state["served"] else 1.0
-            wait = max(1, math.ceil(mean * state["waiting"]))
-            raise ServeError(503, f"the gate is busy ({state['waiting']} requests waiting for the judge, limit "
-                             f"{gate.limits.queue}): retry after {wait} s", None, "busy", {"Retry-After": str(wait)})
+    async def judged(self, call: Callable[..., dict[str, Any]], body: dict[str, Any], with_start: bool) -> Any:
+        """`call(body)` on the judge thread within the deadline; with_start, the call is told through
+        `start()` whether the request was given up before its work began."""
+        self._refuse_when_busy()
         gave_up = threading.Event()
         began = threading.Event()
 
@@ -439,66 +449,73 @@ def create_app(gate: Gate, token: str | None = None) -> Any:
             try:
                 return call(body, start) if with_start else call(body)
             finally:
-                state["seconds"] += time.perf_counter() - t0
-                state["served"] += 1
+                self.seconds += time.perf_counter() - t0
+                self.served += 1
 
-        state["waiting"] += 1
+        self.waiting += 1
         try:
-            fut = asyncio.wrap_future(pool.submit(job))
+            fut = asyncio.wrap_future(self.pool.submit(job))
             try:
-                res = await asyncio.wait_for(asyncio.shield(fut), gate.limits.timeout)
+                res = await asyncio.wait_for(asyncio.shield(fut), self.gate.limits.timeout)
             except TimeoutError:
                 gave_up.set()
                 what = ("its work had begun and goes on: retry with the same write_id for its decision"
                         if began.is_set() else "it was not judged")
-                raise ServeError(504, f"no answer within {gate.limits.timeout:g} s (--timeout); {what}", None,
+                raise ServeError(504, f"no answer within {self.gate.limits.timeout:g} s (--timeout); {what}", None,
                                  "timeout") from None
         finally:
-            state["waiting"] -= 1
-        return reply(res)
+            self.waiting -= 1
+        return _reply(res)
 
-    def guarded(handler: Callable[[Request], Any], auth: bool = True) -> Callable[[Request], Any]:
-        async def endpoint(request: Request) -> Response:
-            if auth and not authorised(request):
-                return reply({"error": {"code": "unauthorised", "message": "a valid bearer token is required "
-                                        "(Authorization: Bearer ...)", "field": None}}, 401,
-                             {"WWW-Authenticate": "Bearer"})
+    def guarded(self, handler: Callable[[Any], Any], auth: bool = True) -> Callable[[Any], Any]:
+        async def endpoint(request: Any) -> Any:
+            if auth and not self.authorised(request):
+                return _reply({"error": {"code": "unauthorised", "message": "a valid bearer token is required "
+                                         "(Authorization: Bearer ...)", "field": None}}, 401,
+                              {"WWW-Authenticate": "Bearer"})
             try:
                 return await handler(request)
             except ServeError as e:
-                return reply(e.to_dict(), e.status, e.headers)
+                return _reply(e.to_dict(), e.status, e.headers)
             except Exception as e:  # a fault of the judge or of the gate: named, never a traceback page
-                return reply({"error": {"code": "internal", "message": f"{type(e).__name__}: {e}", "field": None}},
-                             500)
+                return _reply({"error": {"code": "internal", "message": f"{type(e).__name__}: {e}", "field": None}},
+                              500)
         return endpoint
 
-    async def health(request: Request) -> Response:
-        return reply({"status": "ok", "waiting": state["waiting"], "served": state["served"],
-                      "uptime_s": round(time.time() - state["started"], 1)})
+    async def health(self, request: Any) -> Any:
+        return _reply({"status": "ok", "waiting": self.waiting, "served": self.served,
+                       "uptime_s": round(time.time() - self.started, 1)})
 
-    async def config(request: Request) -> Response:
-        return reply(gate.config())
+    async def config(self, request: Any) -> Any:
+        return _reply(self.gate.config())
 
-    async def turns(request: Request) -> Response:
-        return await on_judge(gate.add_turns, await body_of(request), False)
+    async def turns(self, request: Any) -> Any:
+        return await self.judged(self.gate.add_turns, await _body_of(request, self.gate.limits.max_body), False)
 
-    async def admit(request: Request) -> Response:
-        return await on_judge(gate.admit, await body_of(request), True)
+    async def admit(self, request: Any) -> Any:
+        return await self.judged(self.gate.admit, await _body_of(request, self.gate.limits.max_body), True)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> Any:
+    async def lifespan(self, app: Any) -> Any:
         try:
             yield
         finally:  # the work begun is finished and logged before the log is closed
-            pool.shutdown(wait=True)
-            gate.log.close()
+            self.pool.shutdown(wait=True)
+            self.gate.log.close()
 
+
+def create_app(gate: Gate, token: str | None = None) -> Any:
+    """The Starlette app over `gate`: GET /health, GET /v1/config, POST /v1/turns, POST /v1/admit."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    svc = _Service(gate, token)
     return Starlette(routes=[
-        Route("/health", guarded(health, auth=False), methods=["GET"]),
-        Route("/v1/config", guarded(config), methods=["GET"]),
-        Route("/v1/turns", guarded(turns), methods=["POST"]),
-        Route("/v1/admit", guarded(admit), methods=["POST"]),
-    ], lifespan=lifespan)
+        Route("/health", svc.guarded(svc.health, auth=False), methods=["GET"]),
+        Route("/v1/config", svc.guarded(svc.config), methods=["GET"]),
+        Route("/v1/turns", svc.guarded(svc.turns), methods=["POST"]),
+        Route("/v1/admit", svc.guarded(svc.admit), methods=["POST"]),
+    ], lifespan=svc.lifespan)
 
 
 def uvicorn_config(app: Any, **kw: Any) -> Any:

@@ -411,90 +411,121 @@ def said_in(obligation: str, said: set[str]) -> bool:
     return stems(obligation) <= said
 
 
-def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: str | None = None
-          ) -> tuple[str, str, list[str]]:
-    """The fixed rule above: (label, why, the deciding turn ids)."""
-    after = rows.get("after", [])
-    asks = {r["obligation_id"]: r for r in rows.get("forget", []) if r["f"]}  # F over the request turns
+Labelled = tuple[str, str, list[str]]
 
+
+class _Reading:
+    """A case's judged rows, read by the rule's terms: determinate, ended, superseded."""
+
+    def __init__(self, rows: dict[str, list[dict[str, Any]]]) -> None:
+        self.rows = rows
+        self.after = rows.get("after", [])
+        self.asks = {r["obligation_id"]: r for r in rows.get("forget", []) if r["f"]}  # F over the request turns
+
+    @staticmethod
     def determinate(r: dict[str, Any]) -> bool:
         """D yes over the after view, and the write audit did not label the obligation ambiguous
         (DerivAudit: D no, or E and R both yes, is *ambiguous*: what it asserts is not settled)."""
         return r["d"] is True and r.get("written") != "ambiguous"
 
+    @staticmethod
     def ended(r: dict[str, Any]) -> bool:
         return bool(r["u"]) and not r.get("held")
 
-    def superseded(r: dict[str, Any]) -> bool:
-        return determinate(r) and (ended(r) or r["obligation_id"] in asks)
+    def superseded(self, r: dict[str, Any]) -> bool:
+        return self.determinate(r) and (self.ended(r) or r["obligation_id"] in self.asks)
 
+    @staticmethod
     def named(r: dict[str, Any], which: str) -> list[str]:
         """The turns of a row's checked subset for U or F."""
         return [r["passages"][n - 1] for n in r[f"{which}_subset"] if 0 < n <= len(r["passages"])]
 
+    @staticmethod
     def vague(rs: Sequence[dict[str, Any]], what: str = "the target") -> str:
         """Why `what` is not determinate."""
         w = next((r for r in rs if r.get("written") == "ambiguous"), None)
         return f"{what} is not determinate" + (
             f" (the write audit labels {w['obligation']!r} ambiguous)" if w is not None else "")
 
-    def deciding(rs: Sequence[dict[str, Any]]) -> list[str]:
+    def deciding(self, rs: Sequence[dict[str, Any]]) -> list[str]:
         out: list[str] = []
         for r in rs:
-            if ended(r):
-                out += named(r, "u")
-            if (f := asks.get(r["obligation_id"])) is not None:
-                out += named(f, "f")
+            if self.ended(r):
+                out += self.named(r, "u")
+            if (f := self.asks.get(r["obligation_id"])) is not None:
+                out += self.named(f, "f")
         return sorted(set(out), key=out.index)
 
-    if case.kind == "update":
-        assert case.new is not None
-        said = stems(case.new.text)
-        kept = {r["obligation_id"]: r.get("label") == "supported" and said_in(r["obligation"], said)
-                for r in rows.get("kept", [])}
-        dropped = [r for r in after if not kept.get(r["obligation_id"], False)]
-        # the new version's own evidence ends it (an update's successor, read like an invalidation's)
-        replaced = {r["obligation_id"]: r for r in rows.get("successor", []) if determinate(r) and r["u"]}
 
-        def gone(r: dict[str, Any]) -> bool:
-            return superseded(r) or r["obligation_id"] in replaced
+def _label_update(case: Case, rd: _Reading) -> Labelled:
+    """An update is justified when every obligation it drops or changes is superseded."""
+    assert case.new is not None
+    said = stems(case.new.text)
+    kept = {r["obligation_id"]: r.get("label") == "supported" and said_in(r["obligation"], said)
+            for r in rd.rows.get("kept", [])}
+    dropped = [r for r in rd.after if not kept.get(r["obligation_id"], False)]
+    # the new version's own evidence ends it (an update's successor, read like an invalidation's)
+    replaced = {r["obligation_id"]: r for r in rd.rows.get("successor", []) if rd.determinate(r) and r["u"]}
 
-        if not dropped:
-            return "justified", "the new version keeps every obligation of the old", []
-        if all(gone(r) for r in dropped):
-            turns = deciding(dropped) + [t for r in dropped if r["obligation_id"] in replaced
-                                         for t in named(replaced[r["obligation_id"]], "u")]
-            return ("justified", "every obligation it drops or changes is superseded by a later turn",
-                    sorted(set(turns), key=turns.index))
-        if any(not determinate(r) for r in dropped if not gone(r)):
-            return "ambiguous", vague(dropped, "an obligation it drops"), []
-        lost = next(r for r in dropped if not gone(r))
-        return "unjustified", f"it drops {lost['obligation']!r}, which no later turn supersedes", []
-    if case.successor is not None:
-        cited = set(case.successor.citations)
-        conflict = [r for r in rows.get("successor", []) if determinate(r) and r["u"]] + [
-            r for r in after if determinate(r) and ended(r) and cited & set(named(r, "u"))]
-        if not conflict:
-            if any(not determinate(r) for r in after):
-                return "ambiguous", vague(after), []
-            return ("unjustified", "the successor does not replace any obligation of the target "
-                    "(another subject or slot)", [])
-        if successor_label == "supported":
-            return "justified", "the successor replaces the target and is supported", []
-        if successor_label in ("unsupported", "contradicted"):
-            return "unjustified", f"the successor replaces the target but is {successor_label}", []
-        return "ambiguous", f"the successor's own label is {successor_label or 'unknown'}", []
-    hit = [r for r in after if superseded(r)]
+    def gone(r: dict[str, Any]) -> bool:
+        return rd.superseded(r) or r["obligation_id"] in replaced
+
+    if not dropped:
+        return "justified", "the new version keeps every obligation of the old", []
+    if all(gone(r) for r in dropped):
+        turns = rd.deciding(dropped) + [t for r in dropped if r["obligation_id"] in replaced
+                                        for t in rd.named(replaced[r["obligation_id"]], "u")]
+        return ("justified", "every obligation it drops or changes is superseded by a later turn",
+                sorted(set(turns), key=turns.index))
+    if any(not rd.determinate(r) for r in dropped if not gone(r)):
+        return "ambiguous", rd.vague(dropped, "an obligation it drops"), []
+    lost = next(r for r in dropped if not gone(r))
+    return "unjustified", f"it drops {lost['obligation']!r}, which no later turn supersedes", []
+
+
+def _label_replaced(case: Case, rd: _Reading, successor_label: str | None) -> Labelled:
+    """An invalidation by a successor is justified when the successor replaces the target and is
+    itself supported."""
+    assert case.successor is not None
+    cited = set(case.successor.citations)
+    conflict = [r for r in rd.rows.get("successor", []) if rd.determinate(r) and r["u"]] + [
+        r for r in rd.after if rd.determinate(r) and rd.ended(r) and cited & set(rd.named(r, "u"))]
+    if not conflict:
+        if any(not rd.determinate(r) for r in rd.after):
+            return "ambiguous", rd.vague(rd.after), []
+        return ("unjustified", "the successor does not replace any obligation of the target "
+                "(another subject or slot)", [])
+    if successor_label == "supported":
+        return "justified", "the successor replaces the target and is supported", []
+    if successor_label in ("unsupported", "contradicted"):
+        return "unjustified", f"the successor replaces the target but is {successor_label}", []
+    return "ambiguous", f"the successor's own label is {successor_label or 'unknown'}", []
+
+
+def _label_ended(rd: _Reading) -> Labelled:
+    """A deletion or an invalidation without a successor is justified by a later turn that
+    supersedes the target or asks to forget it."""
+    hit = [r for r in rd.after if rd.superseded(r)]
     if hit:
-        what = "a later turn that supersedes it" if any(ended(r) for r in hit) else "a request to forget it"
-        return "justified", f"{what}", deciding(hit)
-    if not after or any(not determinate(r) for r in after):
-        return "ambiguous", vague(after), []
-    again = [r for r in after if r["u"] and r.get("held")]
+        what = "a later turn that supersedes it" if any(rd.ended(r) for r in hit) else "a request to forget it"
+        return "justified", f"{what}", rd.deciding(hit)
+    if not rd.after or any(not rd.determinate(r) for r in rd.after):
+        return "ambiguous", rd.vague(rd.after), []
+    again = [r for r in rd.after if r["u"] and r.get("held")]
     if again:
         return ("unjustified", "a later turn seemed to supersede it, but read as a write those turns and the "
                 f"ones after them say it holds ({', '.join(again[0].get('held_turns', []))})", [])
     return "unjustified", "no later turn supersedes or refutes it, and nobody asked to forget it", []
+
+
+def label(case: Case, rows: dict[str, list[dict[str, Any]]], successor_label: str | None = None) -> Labelled:
+    """The fixed rule above: (label, why, the deciding turn ids)."""
+    rd = _Reading(rows)
+    if case.kind == "update":
+        return _label_update(case, rd)
+    if case.successor is not None:
+        return _label_replaced(case, rd, successor_label)
+    return _label_ended(rd)
 
 
 @dataclass

@@ -154,6 +154,35 @@ def _rank_problems(f: str, n: int, retrieved: list[Any]) -> list[Problem]:
     return out
 
 
+def _record_problems(f: str, n: int, obj: dict[str, Any], kind: str, first: int) -> list[Problem]:
+    """Everything wrong with one record on its own: the schema, integers written as floats, a read's
+    ranks, a header after the first line."""
+    errs = [Problem(f, n, fld, code, msg)
+            for e in _schema_errors(obj, kind) for fld, code, msg in _explain(e, kind)]
+    for fld in ("order", "round"):  # 1.0, 2e0 and integers past 2^64 parse as floats
+        if type(obj.get(fld)) is float and not errs:
+            errs.append(Problem(f, n, fld, "wrong_type", f"expected an integer written without a fraction or "
+                                f"exponent (0 to {MAX_ORDER}), got {_short(obj[fld])}"))
+    if kind == "read" and not errs:
+        errs = _rank_problems(f, n, obj["retrieved"])
+    if kind == "header" and n != first:
+        errs.append(Problem(f, n, "type", "misplaced_header", f"a header belongs on the first line of a file "
+                            f"(line {first} holds the first record)"))
+    return errs
+
+
+def _normalise_ids(obj: dict[str, Any], kind: str) -> None:
+    """Ids compare after NFC: a decomposed é cites the same turn as a composed one."""
+    for fld in ID_FIELDS:
+        v = obj.get(fld)
+        if isinstance(v, str) and not v.isascii():
+            obj[fld] = unicodedata.normalize("NFC", v)
+    if kind in ("write", "operation") and obj.get("citations"):
+        obj["citations"] = [unicodedata.normalize("NFC", c) for c in obj["citations"]]
+    if kind == "write" and obj.get("supersedes"):
+        obj["supersedes"] = [unicodedata.normalize("NFC", c) for c in obj["supersedes"]]
+
+
 def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem | None]],
              problems: list[Problem], keep_text: bool = True) -> Iterator[Turn | Write | Read | Operation]:
     """Schema-check parsed lines and yield their records; problems go to `problems`. Without
@@ -171,28 +200,10 @@ def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem |
             msg = "missing" if kind is None else f"{_short(kind)} is not one of {', '.join(RECORD_TYPES)}"
             problems.append(Problem(f, n, "type", "missing_field" if kind is None else "bad_value", msg))
             continue
-        errs = [Problem(f, n, fld, code, msg)
-                for e in _schema_errors(obj, kind) for fld, code, msg in _explain(e, kind)]
-        for fld in ("order", "round"):  # 1.0, 2e0 and integers past 2^64 parse as floats
-            if type(obj.get(fld)) is float and not errs:
-                errs.append(Problem(f, n, fld, "wrong_type", f"expected an integer written without a fraction or "
-                                    f"exponent (0 to {MAX_ORDER}), got {_short(obj[fld])}"))
-        if kind == "read" and not errs:
-            errs = _rank_problems(f, n, obj["retrieved"])
-        if kind == "header" and n != first:
-            errs.append(Problem(f, n, "type", "misplaced_header", f"a header belongs on the first line of a file "
-                                f"(line {first} holds the first record)"))
-        if errs:
+        if errs := _record_problems(f, n, obj, kind, first):
             problems.extend(errs)
             continue
-        for fld in ID_FIELDS:  # ids compare after NFC: a decomposed é cites the same turn as a composed one
-            v = obj.get(fld)
-            if isinstance(v, str) and not v.isascii():
-                obj[fld] = unicodedata.normalize("NFC", v)
-        if kind in ("write", "operation") and obj.get("citations"):
-            obj["citations"] = [unicodedata.normalize("NFC", c) for c in obj["citations"]]
-        if kind == "write" and obj.get("supersedes"):
-            obj["supersedes"] = [unicodedata.normalize("NFC", c) for c in obj["supersedes"]]
+        _normalise_ids(obj, kind)
         src = Source(f, n)
         if kind == "turn":
             yield Turn(
