@@ -120,11 +120,9 @@ class _Scope:
         return self.turns[i - 1][1] if i else None
 
 
-def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
-    f = str(path)
-    pins = read_scopes(scopes) if scopes is not None else {}
+def _read_tables(path: str | Path, f: str) -> tuple[list[Any], list[Any], bool]:
+    """The history rows and the saved messages, read-only; (rows, messages, has a messages table)."""
     db = open_sqlite(path, "history", "a mem0 history.db")
-    res = ImportResult()
     try:
         cols = {r[1] for r in db.execute("PRAGMA table_info(history)")}
         need = {"id", "memory_id", "new_memory", "event", "created_at", "updated_at"}
@@ -142,82 +140,89 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
         raise LogError([Problem(f, None, None, "unreadable", f"cannot read the tables ({e})")]) from None
     finally:
         db.close()
+    return rows, msgs, has_messages
 
-    stats: dict[str, Any] = {"history_rows": len(rows), "messages": len(msgs), "unlinked": 0}
-    reasons: Counter = Counter()
-    by_scope = _messages(f, msgs, res, stats)
 
-    # rows in event order (times carry different offsets: instants, not strings)
-    def when(r) -> float | None:
-        return _instant(r[5]) if str(r[3] or "").upper() in ("UPDATE", "DELETE") and r[5] else _instant(r[4])
+def _when(r: Any) -> float | None:
+    """A row's instant: an UPDATE or DELETE happened at updated_at, an ADD at created_at."""
+    return _instant(r[5]) if str(r[3] or "").upper() in ("UPDATE", "DELETE") and r[5] else _instant(r[4])
 
-    times = [when(r) for r in rows]
-    order = sorted(range(len(rows)), key=lambda i: (times[i] is None, times[i] or 0.0, i))
-    chain_scope: dict[str, str | None] = {}
-    versions: dict[str, list[dict[str, Any]]] = {}
 
-    def unlinked(reason: str) -> None:
-        stats["unlinked"] += 1
-        reasons[reason] += 1
+class _Placement:
+    """The history rows placed one by one, in event order: each memory id's scope (its chain's
+    conversation) and versions so far, and why each row that could not be placed was not."""
 
-    for i in order:
-        rid, mid, text, event, created, updated, deleted, actor, role = rows[i]
+    def __init__(self, f: str, res: ImportResult, stats: dict[str, Any], by_scope: dict[str, Any],
+                 pins: dict[str, str]) -> None:
+        self.f, self.res, self.stats, self.by_scope, self.pins = f, res, stats, by_scope, pins
+        self.reasons: Counter = Counter()
+        self.chain_scope: dict[str, str | None] = {}
+        self.versions: dict[str, list[dict[str, Any]]] = {}
+
+    def unlinked(self, reason: str) -> None:
+        self.stats["unlinked"] += 1
+        self.reasons[reason] += 1
+
+    def row(self, r: Any, t: float | None) -> None:
+        rid, mid, text, event, created, updated, deleted, actor, role = r
         ev, mid = str(event or "").upper(), str(mid or "")
         if ev == "NONE":
-            stats["none_events"] = stats.get("none_events", 0) + 1
-            continue
+            self.stats["none_events"] = self.stats.get("none_events", 0) + 1
+            return
         if ev not in ("ADD", "UPDATE", "DELETE"):
-            res.problems.append(Problem(f, None, f"history[{rid}].event", "bad_value",
-                                        f"unknown event {event!r} (expected ADD, UPDATE, DELETE or NONE)"))
-            continue
+            self.res.problems.append(Problem(self.f, None, f"history[{rid}].event", "bad_value",
+                                             f"unknown event {event!r} (expected ADD, UPDATE, DELETE or NONE)"))
+            return
         bad = [(c, v) for c, v in (("created_at", created), ("updated_at", updated)) if v is not None
                and not isinstance(v, str)] + ([("is_deleted", deleted)] if deleted not in (None, 0, 1) else [])
         if bad:
-            res.problems.extend(Problem(f, None, f"history[{rid}].{c}", "wrong_type", f"{c} is {v!r}; mem0 "
-                                        f"writes {'0 or 1' if c == 'is_deleted' else 'ISO 8601 text'}")
-                                for c, v in bad)
-            continue
+            self.res.problems.extend(Problem(self.f, None, f"history[{rid}].{c}", "wrong_type", f"{c} is {v!r}; "
+                                             f"mem0 writes {'0 or 1' if c == 'is_deleted' else 'ISO 8601 text'}")
+                                     for c, v in bad)
+            return
         if ev == "DELETE" or deleted == 1:
-            for v in versions.get(mid, []):
+            for v in self.versions.get(mid, []):
                 v["valid"] = False
-            stats["deleted"] = stats.get("deleted", 0) + 1
-            _delete(res, stats, rid, mid, versions.get(mid, []), chain_scope.get(mid), by_scope, times[i], updated)
-            continue
+            self.stats["deleted"] = self.stats.get("deleted", 0) + 1
+            _delete(self.res, self.stats, rid, mid, self.versions.get(mid, []), self.chain_scope.get(mid),
+                    self.by_scope, t, updated)
+            return
         # an UPDATE replaces what came before, whether or not the UPDATE itself can be placed
-        for v in versions.get(mid, []) if ev == "UPDATE" else []:
+        for v in self.versions.get(mid, []) if ev == "UPDATE" else []:
             v["valid"] = False
         if not isinstance(text, str) or not text.strip():
-            res.problems.append(Problem(f, None, f"history[{rid}].new_memory", "empty_text", "memory text is empty"))
-            continue
+            self.res.problems.append(Problem(self.f, None, f"history[{rid}].new_memory", "empty_text",
+                                             "memory text is empty"))
+            return
         if isinstance(role, str) and role.strip():
-            unlinked("infer_false")  # only add(infer=False) stamps the message's role on a memory
-            continue
-        t = times[i]
+            return self.unlinked("infer_false")  # only add(infer=False) stamps the message's role on a memory
         if t is None:
-            unlinked("no_time")
-            continue
+            return self.unlinked("no_time")
+        self.write(rid, mid, ev, text, created, updated, actor, t)
+
+    def write(self, rid: Any, mid: str, ev: str, text: str, created: Any, updated: Any, actor: Any,
+              t: float) -> None:
+        """An ADD or UPDATE placed in its scope's history, or counted as unlinked with the reason."""
         why = "scope_unknown"  # an UPDATE whose memory id has no placed ADD before it
-        if mid in pins:
-            chain_scope[mid] = pins[mid]
-        elif ev == "ADD" and chain_scope.get(mid) is None:
-            placed, why = _place(by_scope, t)
-            chain_scope.setdefault(mid, placed)
-        scope = chain_scope.get(mid)
+        if mid in self.pins:
+            self.chain_scope[mid] = self.pins[mid]
+        elif ev == "ADD" and self.chain_scope.get(mid) is None:
+            placed, why = _place(self.by_scope, t)
+            self.chain_scope.setdefault(mid, placed)
+        scope = self.chain_scope.get(mid)
         if scope is None:
-            unlinked(why)
-            continue
-        sc = by_scope.get(scope)
+            return self.unlinked(why)
+        sc = self.by_scope.get(scope)
         call = sc.near(t) if sc else None
-        prev = versions.get(mid, [])
+        prev = self.versions.get(mid, [])
         if call is not None:
             _, ids = call
             cites, point = ids[-MAX_PASSAGES:], ids[-1]
         elif ev == "UPDATE" and sc is not None and (point := sc.last_turn_before(t)) is not None:
             cites = []  # update() through the API: mem0 saved no messages for it
         else:
-            unlinked("messages_evicted" if sc is not None and sc.may_have_lost(t) else
-                     "no_history_before" if ev == "UPDATE" else "no_call")
-            continue
+            return self.unlinked("messages_evicted" if sc is not None and sc.may_have_lost(t) else
+                                 "no_history_before" if ev == "UPDATE" else "no_call")
         w = {"type": "write", "write_id": str(rid), "conversation_id": scope, "text": text.strip(),
              "citations": cites, "last_seen_turn": point,
              "time": text_or_none(updated if ev == "UPDATE" else created), "source_id": mid or None,
@@ -230,10 +235,13 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
             meta["origin"] = "api" if not cites else "unknown"
         if meta:
             w["meta"] = meta
-        versions.setdefault(mid, []).append(w)
-        res.writes.append(w)
-    row_index = {str(r[0]): i for i, r in enumerate(rows)}
-    res.writes.sort(key=lambda w: row_index[w["write_id"]])
+        self.versions.setdefault(mid, []).append(w)
+        self.res.writes.append(w)
+
+
+def _notes(stats: dict[str, Any], reasons: Counter, pins: dict[str, str], by_scope: dict[str, Any],
+           has_messages: bool) -> dict[str, Any]:
+    """What the import could not do and why, for the user to read."""
     if reasons:
         stats["unlinked_reasons"] = dict(sorted(reasons.items()))
     if pins:
@@ -251,7 +259,25 @@ def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
         stats["note"] = (f"mem0 keeps the last {KEPT} messages per scope; {len(full)} scope(s) are at that limit, "
                          "so their earlier calls are gone" + (f", and {truncated} call(s) kept only {KEPT} of their "
                                                                "messages" if truncated else ""))
-    res.notes = stats
+    return stats
+
+
+def convert(path: str | Path, scopes: str | Path | None = None) -> ImportResult:
+    f = str(path)
+    pins = read_scopes(scopes) if scopes is not None else {}
+    res = ImportResult()
+    rows, msgs, has_messages = _read_tables(path, f)
+    stats: dict[str, Any] = {"history_rows": len(rows), "messages": len(msgs), "unlinked": 0}
+    by_scope = _messages(f, msgs, res, stats)
+    # rows in event order (times carry different offsets: instants, not strings)
+    times = [_when(r) for r in rows]
+    order = sorted(range(len(rows)), key=lambda i: (times[i] is None, times[i] or 0.0, i))
+    placing = _Placement(f, res, stats, by_scope, pins)
+    for i in order:
+        placing.row(rows[i], times[i])
+    row_index = {str(r[0]): i for i, r in enumerate(rows)}
+    res.writes.sort(key=lambda w: row_index[w["write_id"]])
+    res.notes = _notes(stats, placing.reasons, pins, by_scope, has_messages)
     return res
 
 
