@@ -187,6 +187,136 @@ def _in_time_order(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [m for _, _, m in sorted(zip(times, range(len(msgs)), msgs, strict=True), key=lambda x: (x[0], x[1]))]
 
 
+class _Agent:
+    """One agent's messages in time order: user and assistant turns, memory-tool calls as writes and
+    deletions, archival searches as reads."""
+
+    def __init__(self, f: str, res: ImportResult, stats: dict[str, Any], a: int, agent: dict[str, Any]) -> None:
+        self.f, self.res, self.stats, self.a = f, res, stats, a
+        self.conv = str(agent.get("id") or agent.get("name") or f"agent-{a}")
+        self.msgs = _in_time_order([m for m in agent["messages"] if isinstance(m, dict)])
+        self.idx = {id(m): k for k, m in enumerate(agent["messages"])}  # file positions, for messages
+        self.returns = {m["tool_call_id"]: m for m in self.msgs if m.get("role") == "tool" and m.get("tool_call_id")}
+        self.next_tool: list[dict[str, Any] | None] = [None] * len(self.msgs)  # the first tool message after each
+        for k in range(len(self.msgs) - 2, -1, -1):
+            nxt = self.msgs[k + 1]
+            self.next_tool[k] = nxt if nxt.get("role") == "tool" else self.next_tool[k + 1]
+        self.n = 0
+        self.last_user: str | None = None
+        self.last_turn: str | None = None
+        self.by_label: dict[Any, list[dict[str, Any]]] = {}  # edits per memory label, for a replace's parent
+        self.inserts = _Inserts()
+
+    def turn(self, speaker: str, text: str, when: Any) -> str:
+        tid = f"t{self.n + 1}"
+        self.res.turns.append({"type": "turn", "conversation_id": self.conv, "turn_id": tid, "order": self.n,
+                               "speaker": speaker, "text": text, "time": text_or_none(when)})
+        self.n += 1
+        return tid
+
+    def where(self, m: dict[str, Any]) -> str:
+        return f"agents[{self.a}].messages[{self.idx[id(m)]}]"
+
+    def count(self, what: str) -> None:
+        self.stats[what] = self.stats.get(what, 0) + 1
+
+    def run(self) -> None:
+        for i, m in enumerate(self.msgs):
+            role, when = m.get("role"), m.get("created_at")
+            if role == "user":
+                said = _user(_text(m))
+                if said:
+                    self.last_user = self.last_turn = self.turn(str(m.get("name") or "user"), said, when)
+            elif role == "assistant":
+                self.assistant(i, m, when)
+
+    def assistant(self, i: int, m: dict[str, Any], when: Any) -> None:
+        calls = []
+        for j, c in enumerate(m.get("tool_calls") or []):
+            try:
+                p = _args(c)
+            except _BadArguments as e:
+                self.res.problems.append(Problem(self.f, None, f"{self.where(m)}.tool_calls[{j}].function.arguments",
+                                                 "invalid_json", str(e)))
+                continue
+            if p is not None:
+                calls.append((c, p))
+        after = self.next_tool[i]
+        if not calls and _text(m).strip():
+            self.last_turn = self.turn("assistant", _text(m).strip(), when)
+        for c, (name, args) in calls:
+            self.call(i, m, c, name, args, _return_of(c, self.returns, after), when)
+
+    def call(self, i: int, m: dict[str, Any], c: dict[str, Any], name: str, args: dict[str, Any],
+             ret: dict[str, Any] | None, when: Any) -> None:
+        if name == "send_message" and isinstance(args.get("message"), str) and args["message"].strip():
+            self.last_turn = self.turn("assistant", args["message"].strip(), when)
+            return
+        if name == "archival_memory_search" and self.last_turn is not None:
+            read = _read(c, args, ret, self.inserts, self.conv, self.last_turn, when, self.where(m))
+            if read is None:
+                self.count("searches_unmatched")
+            else:
+                self.res.reads.append(read)
+            return
+        if name not in MEMORY_TOOLS:
+            return
+        if name == "memory_apply_patch":  # a diff over one or more blocks: not read here
+            return self.count("patch_edits_not_imported")
+        command = args.get("command") if name == "memory" else None
+        if command == "rename":  # the block's writes go with it (a description change moves nothing)
+            if isinstance(args.get("old_path"), str) and isinstance(args.get("new_path"), str):
+                moved = self.by_label.pop(_label({"path": args["old_path"]}), [])
+                self.by_label.setdefault(_label({"path": args["new_path"]}), []).extend(moved)
+            return
+        if command == "delete":
+            self.stats["memory_edits"] += 1
+            if _failed(ret):
+                self.stats["failed_edits"] += 1
+            elif self.last_turn is None:
+                self.stats["edits_without_user_turn"] += 1
+            else:
+                _block_deletion(self.res, self.stats, self.by_label, _label(args), c, self.conv, i, self.last_turn,
+                                when, self.where(m))
+            return
+        self.edit(i, m, c, name, args, ret, when)
+
+    def edit(self, i: int, m: dict[str, Any], c: dict[str, Any], name: str, args: dict[str, Any],
+             ret: dict[str, Any] | None, when: Any) -> None:
+        """A memory tool's insert, append or replace as a write (a replace by "" as a removal)."""
+        new = next((args[k] for k in _NEW if isinstance(args.get(k), str) and args[k].strip()), None)
+        old = next((args[k] for k in _OLD if isinstance(args.get(k), str) and args[k].strip()), None)
+        removal = new is None and old is not None and name in REPLACE_TOOLS and any(
+            isinstance(args.get(k), str) for k in _NEW)  # replaced by "": the text is removed
+        if new is None and not removal:
+            return
+        self.stats["memory_edits"] += 1
+        if _failed(ret):
+            self.stats["failed_edits"] += 1
+            return
+        if self.last_user is None or self.last_turn is None:
+            self.stats["edits_without_user_turn"] += 1
+            return
+        label = _label(args)
+        parent = next((e["write_id"] for e in reversed(self.by_label.get(label, [])) if old.strip() in e["text"]),
+                      None) if old else None
+        if removal:
+            _removal(self.res, self.stats, self.by_label, label, parent, old, c, self.conv, i, self.last_user,
+                     self.last_turn, when, self.where(m))
+            return
+        assert new is not None
+        op = MEMORY_TOOLS[name] or ("update" if old else "add")
+        w = {"type": "write", "write_id": str(c.get("id") or f"{self.conv}-call{i}"), "conversation_id": self.conv,
+             "text": new.strip(), "citations": [self.last_user], "last_seen_turn": self.last_turn,
+             "time": text_or_none(when), "parent_id": parent, "operation": op,
+             "meta": {"tool": name, **({"label": str(label)} if label is not None else {})},
+             ORIGIN: self.where(m)}
+        self.by_label.setdefault(label, []).append(w)
+        if name == "archival_memory_insert":
+            self.inserts.add(w["text"], w["write_id"])
+        self.res.writes.append(w)
+
+
 def convert(path: str | Path) -> ImportResult:
     f = str(path)
     data = read_json(path)
@@ -200,113 +330,7 @@ def convert(path: str | Path) -> ImportResult:
         if not isinstance(agent, dict) or not isinstance(agent.get("messages"), list):
             res.problems.append(Problem(f, None, f"agents[{a}].messages", "missing_field", "agent has no messages"))
             continue
-        conv = str(agent.get("id") or agent.get("name") or f"agent-{a}")
-        msgs = _in_time_order([m for m in agent["messages"] if isinstance(m, dict)])
-        idx = {id(m): k for k, m in enumerate(agent["messages"])}  # file positions, for messages
-        returns = {m["tool_call_id"]: m for m in msgs if m.get("role") == "tool" and m.get("tool_call_id")}
-        next_tool: list[dict[str, Any] | None] = [None] * len(msgs)  # the first tool message after each
-        for k in range(len(msgs) - 2, -1, -1):
-            nxt = msgs[k + 1]
-            next_tool[k] = nxt if nxt.get("role") == "tool" else next_tool[k + 1]
-        n = 0
-        last_user: str | None = None
-        last_turn: str | None = None
-        by_label: dict[Any, list[dict[str, Any]]] = {}  # edits per memory label, for a replace's parent
-        inserts = _Inserts()
-
-        def turn(speaker: str, text: str, when: Any, conv: str = conv) -> str:
-            nonlocal n
-            tid = f"t{n + 1}"
-            res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
-                              "speaker": speaker, "text": text, "time": text_or_none(when)})
-            n += 1
-            return tid
-
-        for i, m in enumerate(msgs):
-            role, when = m.get("role"), m.get("created_at")
-            if role == "user":
-                said = _user(_text(m))
-                if said:
-                    last_user = last_turn = turn(str(m.get("name") or "user"), said, when)
-                continue
-            if role != "assistant":
-                continue
-            calls = []
-            for j, c in enumerate(m.get("tool_calls") or []):
-                try:
-                    p = _args(c)
-                except _BadArguments as e:
-                    res.problems.append(Problem(f, None, f"agents[{a}].messages[{idx[id(m)]}].tool_calls[{j}].function."
-                                                "arguments", "invalid_json", str(e)))
-                    continue
-                if p is not None:
-                    calls.append((c, p))
-            after = next_tool[i]
-            if not calls and _text(m).strip():
-                last_turn = turn("assistant", _text(m).strip(), when)
-            for c, (name, args) in calls:
-                if name == "send_message" and isinstance(args.get("message"), str) and args["message"].strip():
-                    last_turn = turn("assistant", args["message"].strip(), when)
-                    continue
-                if name == "archival_memory_search" and last_turn is not None:
-                    read = _read(c, args, _return_of(c, returns, after), inserts, conv, last_turn, when,
-                                 f"agents[{a}].messages[{idx[id(m)]}]")
-                    if read is None:
-                        stats["searches_unmatched"] = stats.get("searches_unmatched", 0) + 1
-                    else:
-                        res.reads.append(read)
-                    continue
-                if name not in MEMORY_TOOLS:
-                    continue
-                if name == "memory_apply_patch":  # a diff over one or more blocks: not read here
-                    stats["patch_edits_not_imported"] = stats.get("patch_edits_not_imported", 0) + 1
-                    continue
-                command = args.get("command") if name == "memory" else None
-                if command == "rename":  # the block's writes go with it (a description change moves nothing)
-                    if isinstance(args.get("old_path"), str) and isinstance(args.get("new_path"), str):
-                        moved = by_label.pop(_label({"path": args["old_path"]}), [])
-                        by_label.setdefault(_label({"path": args["new_path"]}), []).extend(moved)
-                    continue
-                if command == "delete":
-                    stats["memory_edits"] += 1
-                    if _failed(_return_of(c, returns, after)):
-                        stats["failed_edits"] += 1
-                    elif last_turn is None:
-                        stats["edits_without_user_turn"] += 1
-                    else:
-                        _block_deletion(res, stats, by_label, _label(args), c, conv, i, last_turn, when,
-                                        f"agents[{a}].messages[{idx[id(m)]}]")
-                    continue
-                new = next((args[k] for k in _NEW if isinstance(args.get(k), str) and args[k].strip()), None)
-                old = next((args[k] for k in _OLD if isinstance(args.get(k), str) and args[k].strip()), None)
-                removal = new is None and old is not None and name in REPLACE_TOOLS and any(
-                    isinstance(args.get(k), str) for k in _NEW)  # replaced by "": the text is removed
-                if new is None and not removal:
-                    continue
-                stats["memory_edits"] += 1
-                if _failed(_return_of(c, returns, after)):
-                    stats["failed_edits"] += 1
-                    continue
-                if last_user is None or last_turn is None:
-                    stats["edits_without_user_turn"] += 1
-                    continue
-                label = _label(args)
-                parent = next((e["write_id"] for e in reversed(by_label.get(label, [])) if old.strip() in e["text"]),
-                              None) if old else None
-                if removal:
-                    _removal(res, stats, by_label, label, parent, old, c, conv, i, last_user, last_turn, when,
-                             f"agents[{a}].messages[{idx[id(m)]}]")
-                    continue
-                op = MEMORY_TOOLS[name] or ("update" if old else "add")
-                w = {"type": "write", "write_id": str(c.get("id") or f"{conv}-call{i}"), "conversation_id": conv,
-                     "text": new.strip(), "citations": [last_user], "last_seen_turn": last_turn,
-                     "time": text_or_none(when), "parent_id": parent, "operation": op,
-                     "meta": {"tool": name, **({"label": str(label)} if label is not None else {})},
-                     ORIGIN: f"agents[{a}].messages[{idx[id(m)]}]"}
-                by_label.setdefault(label, []).append(w)
-                if name == "archival_memory_insert":
-                    inserts.add(w["text"], w["write_id"])
-                res.writes.append(w)
+        _Agent(f, res, stats, a, agent).run()
     if not res.writes and not res.problems:
         held = stats.get("blocks")
         stats["note"] = ("its history holds no memory-tool call (" + (f"{stats['memory_edits']} edit(s), all failed; "
