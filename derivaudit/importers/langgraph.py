@@ -73,16 +73,13 @@ def _before(line: list[tuple[float, str, str]], when: float, tie: float) -> list
     return [x for x in line if x[0] <= when or x[0] < when + tie]
 
 
-def convert(path: str | Path) -> ImportResult:
-    f = str(path)
-    data = read_json(path)
-    res = ImportResult()
-    if not (isinstance(data, dict) and isinstance(data.get("items"), list) and isinstance(data.get("threads"), list)):
-        res.problems.append(Problem(f, None, None, "bad_format", 'expected {"items": [...], "threads": [...]}'))
-        return res
-    # turns: each thread's messages, timed by the first checkpoint holding them
-    timeline: dict[str, list[tuple[float, str, str]]] = {}  # thread -> (time, turn id, speaker)
-    for ti, th in enumerate(data["threads"]):
+Timeline = dict[str, list[tuple[float, str, str]]]  # thread -> (time, turn id, speaker)
+
+
+def _turns(f: str, threads: list[Any], res: ImportResult) -> Timeline:
+    """Each thread's messages as turns, timed by the first checkpoint holding them."""
+    timeline: Timeline = {}
+    for ti, th in enumerate(threads):
         if not isinstance(th, dict) or not isinstance(th.get("thread_id"), str) or not isinstance(
                 th.get("checkpoints"), list):
             res.problems.append(Problem(f, None, f"threads[{ti}]", "missing_field",
@@ -108,55 +105,68 @@ def convert(path: str | Path) -> ImportResult:
                 res.turns.append({"type": "turn", "conversation_id": conv, "turn_id": tid, "order": n,
                                   "speaker": speaker, "text": text, "time": c["ts"]})
                 timeline[conv].append((t, tid, speaker))  # type: ignore[arg-type]
-    stats: dict[str, Any] = {"items": len(data["items"]), "threads": len(timeline), "unlinked": 0,
-                             "updated_items": 0}
-    reasons: dict[str, int] = {}
+    return timeline
 
+
+def _item(f: str, i: int, it: Any, timeline: Timeline, res: ImportResult, stats: dict[str, Any],
+          reasons: dict[str, int]) -> None:
+    """One store item as a write in the thread whose latest message came just before it."""
     def unlinked(reason: str) -> None:
         stats["unlinked"] += 1
         reasons[reason] = reasons.get(reason, 0) + 1
 
+    where = f"items[{i}]"
+    if not isinstance(it, dict) or not isinstance(it.get("key"), str):
+        res.problems.append(Problem(f, None, f"{where}.key", "missing_field", "item needs a key"))
+        return
+    text = _value_text(it.get("value"))
+    if not text:
+        res.problems.append(Problem(f, None, f"{where}.value", "empty_text", "item value has no text"))
+        return
+    stamp = it.get("updated_at") or it.get("created_at")
+    when = _instant(stamp)
+    ns = [str(x) for x in it.get("namespace") or []]
+    if when is None:
+        return unlinked("no_time")
+    # SqliteStore stamps to the second: such an item was written somewhere in [when, when + 1), and
+    # a message of that second may come before it. A store item is put from a node, after the
+    # message that started the run was checkpointed, so a tie is taken as seen; two threads with
+    # a message in that second cannot be told apart.
+    tie = 1.0 if _whole_second(stamp) else 0.0
+    named = [c for c in ns if c in timeline]
+    seen = {conv: before for conv in (named or list(timeline)) if (before := _before(timeline[conv], when, tie))}
+    latest = sorted(((before[-1][0], conv) for conv, before in seen.items()), reverse=True)
+    if not latest:
+        return unlinked("before_every_message")
+    if tie and len(latest) > 1 and latest[1][0] >= when:
+        return unlinked("same_second_threads")
+    conv = latest[0][1]
+    before = seen[conv]
+    if tie and before[-1][0] >= when:
+        stats["same_second_ties"] = stats.get("same_second_ties", 0) + 1
+    humans = [x[1] for x in before if x[2] == "user"]
+    created = _instant(it.get("created_at"))
+    if created is not None and when - created >= 1.0:  # InMemoryStore stamps the two apart by microseconds
+        stats["updated_items"] += 1
+    res.writes.append({"type": "write", "write_id": "/".join([*ns, it["key"]]), "conversation_id": conv,
+                       "text": text, "citations": humans[-1:], "last_seen_turn": before[-1][1],
+                       "time": stamp, "source_id": it["key"],
+                       "operation": "add", "meta": {"namespace": ns, "key": it["key"]}})
+
+
+def convert(path: str | Path) -> ImportResult:
+    f = str(path)
+    data = read_json(path)
+    res = ImportResult()
+    if not (isinstance(data, dict) and isinstance(data.get("items"), list) and isinstance(data.get("threads"), list)):
+        res.problems.append(Problem(f, None, None, "bad_format", 'expected {"items": [...], "threads": [...]}'))
+        return res
+    timeline = _turns(f, data["threads"], res)
+    stats: dict[str, Any] = {"items": len(data["items"]), "threads": len(timeline), "unlinked": 0,
+                             "updated_items": 0}
+    reasons: dict[str, int] = {}
     for i, it in enumerate(data["items"]):
-        where = f"items[{i}]"
-        if not isinstance(it, dict) or not isinstance(it.get("key"), str):
-            res.problems.append(Problem(f, None, f"{where}.key", "missing_field", "item needs a key"))
-            continue
-        text = _value_text(it.get("value"))
-        if not text:
-            res.problems.append(Problem(f, None, f"{where}.value", "empty_text", "item value has no text"))
-            continue
-        stamp = it.get("updated_at") or it.get("created_at")
-        when = _instant(stamp)
-        ns = [str(x) for x in it.get("namespace") or []]
-        if when is None:
-            unlinked("no_time")
-            continue
-        # SqliteStore stamps to the second: such an item was written somewhere in [when, when + 1), and
-        # a message of that second may come before it. A store item is put from a node, after the
-        # message that started the run was checkpointed, so a tie is taken as seen; two threads with
-        # a message in that second cannot be told apart.
-        tie = 1.0 if _whole_second(stamp) else 0.0
-        named = [c for c in ns if c in timeline]
-        seen = {conv: before for conv in (named or list(timeline)) if (before := _before(timeline[conv], when, tie))}
-        latest = sorted(((before[-1][0], conv) for conv, before in seen.items()), reverse=True)
-        if not latest:
-            unlinked("before_every_message")
-            continue
-        if tie and len(latest) > 1 and latest[1][0] >= when:
-            unlinked("same_second_threads")
-            continue
-        conv = latest[0][1]
-        before = seen[conv]
-        if tie and before[-1][0] >= when:
-            stats["same_second_ties"] = stats.get("same_second_ties", 0) + 1
-        humans = [x[1] for x in before if x[2] == "user"]
-        created = _instant(it.get("created_at"))
-        if created is not None and when - created >= 1.0:  # InMemoryStore stamps the two apart by microseconds
-            stats["updated_items"] += 1
-        res.writes.append({"type": "write", "write_id": "/".join([*ns, it["key"]]), "conversation_id": conv,
-                           "text": text, "citations": humans[-1:], "last_seen_turn": before[-1][1],
-                           "time": stamp, "source_id": it["key"],
-                           "operation": "add", "meta": {"namespace": ns, "key": it["key"]}})
+        _item(f, i, it, timeline, res, stats, reasons)
     if reasons:
         stats["unlinked_reasons"] = dict(sorted(reasons.items()))
     stats["note"] = ("LangGraph keeps only each item's latest version, and InMemoryStore and SqliteStore reset "
