@@ -40,17 +40,10 @@ def _when(ep: dict[str, Any], i: int) -> tuple:
     return (v is None, v or 0.0, c is None, c or 0.0, i)
 
 
-def convert(path: str | Path) -> ImportResult:
-    f = str(path)
-    data = read_json(path)
-    res = ImportResult()
-    if not (isinstance(data, dict) and isinstance(data.get("episodes"), list)
-            and isinstance(data.get("edges"), list)):
-        res.problems.append(Problem(f, None, None, "bad_format",
-                                    'expected {"episodes": [...], "edges": [...]}'))
-        return res
+def _episodes(f: str, episodes: list[Any], res: ImportResult) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """The episodes as turns, per group in time order; (episode by uuid, its order in its group)."""
     eps: dict[str, dict[str, Any]] = {}
-    for i, ep in enumerate(data["episodes"]):
+    for i, ep in enumerate(episodes):
         where = f"episodes[{i}]"
         if not isinstance(ep, dict) or not isinstance(ep.get("uuid"), str):
             res.problems.append(Problem(f, None, f"{where}.uuid", "missing_field", "episode needs a uuid"))
@@ -75,45 +68,62 @@ def convert(path: str | Path) -> ImportResult:
         pos[uid] = n
         res.turns.append({"type": "turn", "conversation_id": ep["conv"], "turn_id": uid, "order": n,
                           "speaker": ep["speaker"], "text": ep["text"], "time": ep["time"], ORIGIN: ep["where"]})
+    return eps, pos
+
+
+def _edge(f: str, i: int, e: Any, eps: dict[str, dict[str, Any]], pos: dict[str, int], res: ImportResult) -> None:
+    """One edge as a write citing the episodes it came from, made at the latest of them."""
+    where = f"edges[{i}]"
+    if not isinstance(e, dict) or not isinstance(e.get("uuid"), str):
+        res.problems.append(Problem(f, None, f"{where}.uuid", "missing_field", "edge needs a uuid"))
+        return
+    cites = e.get("episodes")
+    if not isinstance(cites, list) or not cites:
+        res.problems.append(Problem(f, None, f"{where}.episodes", "missing_field",
+                                    "edge lists no episodes, so it cannot be placed in history"))
+        return
+    if not all(isinstance(c, str) for c in cites):
+        res.problems.append(Problem(f, None, f"{where}.episodes", "bad_id", "episode ids must be strings"))
+        return
+    unknown = [c for c in cites if c not in pos]
+    if unknown:
+        res.problems.append(Problem(f, None, f"{where}.episodes", "unknown_citation",
+                                    f"episode(s) {unknown} are not in the export"))
+        return
+    conv = str(e.get("group_id") or "default")
+    other = [c for c in cites if eps[c]["conv"] != conv]
+    if other:
+        res.problems.append(Problem(f, None, f"{where}.episodes", "unknown_citation",
+                                    f"episode(s) {other} belong to another group than {conv!r}"))
+        return
+    fact = e.get("fact")
+    if not isinstance(fact, str) or not fact.strip():
+        res.problems.append(Problem(f, None, f"{where}.fact", "missing_field" if fact is None else "empty_text",
+                                    "edge has no fact text: it is the memory derivaudit audits"))
+        return
+    cites = list(dict.fromkeys(cites))
+    res.writes.append({
+        "type": "write", "write_id": e["uuid"], "conversation_id": conv, "text": fact.strip(),
+        "citations": cites, "last_seen_turn": max(cites, key=lambda c: pos[c]),
+        "time": e.get("created_at"), "operation": "add",
+        "valid": not (e.get("expired_at") or e.get("invalid_at")),
+        "meta": {k: e.get(k) for k in ("name", "valid_at", "invalid_at", "expired_at")
+                 if e.get(k) is not None}, ORIGIN: where,
+    })
+
+
+def convert(path: str | Path) -> ImportResult:
+    f = str(path)
+    data = read_json(path)
+    res = ImportResult()
+    if not (isinstance(data, dict) and isinstance(data.get("episodes"), list)
+            and isinstance(data.get("edges"), list)):
+        res.problems.append(Problem(f, None, None, "bad_format",
+                                    'expected {"episodes": [...], "edges": [...]}'))
+        return res
+    eps, pos = _episodes(f, data["episodes"], res)
     for i, e in enumerate(data["edges"]):
-        where = f"edges[{i}]"
-        if not isinstance(e, dict) or not isinstance(e.get("uuid"), str):
-            res.problems.append(Problem(f, None, f"{where}.uuid", "missing_field", "edge needs a uuid"))
-            continue
-        cites = e.get("episodes")
-        if not isinstance(cites, list) or not cites:
-            res.problems.append(Problem(f, None, f"{where}.episodes", "missing_field",
-                                        "edge lists no episodes, so it cannot be placed in history"))
-            continue
-        if not all(isinstance(c, str) for c in cites):
-            res.problems.append(Problem(f, None, f"{where}.episodes", "bad_id", "episode ids must be strings"))
-            continue
-        unknown = [c for c in cites if c not in pos]
-        if unknown:
-            res.problems.append(Problem(f, None, f"{where}.episodes", "unknown_citation",
-                                        f"episode(s) {unknown} are not in the export"))
-            continue
-        conv = str(e.get("group_id") or "default")
-        other = [c for c in cites if eps[c]["conv"] != conv]
-        if other:
-            res.problems.append(Problem(f, None, f"{where}.episodes", "unknown_citation",
-                                        f"episode(s) {other} belong to another group than {conv!r}"))
-            continue
-        fact = e.get("fact")
-        if not isinstance(fact, str) or not fact.strip():
-            res.problems.append(Problem(f, None, f"{where}.fact", "missing_field" if fact is None else "empty_text",
-                                        "edge has no fact text: it is the memory derivaudit audits"))
-            continue
-        fact = fact.strip()
-        cites = list(dict.fromkeys(cites))
-        res.writes.append({
-            "type": "write", "write_id": e["uuid"], "conversation_id": conv, "text": fact,
-            "citations": cites, "last_seen_turn": max(cites, key=lambda c: pos[c]),
-            "time": e.get("created_at"), "operation": "add",
-            "valid": not (e.get("expired_at") or e.get("invalid_at")),
-            "meta": {k: e.get(k) for k in ("name", "valid_at", "invalid_at", "expired_at")
-                     if e.get(k) is not None}, ORIGIN: where,
-        })
+        _edge(f, i, e, eps, pos, res)
     links, unlinked = _supersessions([e for e in data["edges"] if isinstance(e, dict)],
                                      {w["write_id"] for w in res.writes})
     for w in res.writes:
@@ -127,7 +137,6 @@ def convert(path: str | Path) -> ImportResult:
     if unlinked:
         res.notes["invalidated_without_successor"] = unlinked
     return res
-
 
 
 def _invalidations(res: ImportResult, edges: list[Any], links: dict[str, list[str]], eps: dict[str, dict[str, Any]],
