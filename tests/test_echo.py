@@ -9,7 +9,7 @@ import math
 import pytest
 
 from derivaudit import load_log
-from derivaudit.readpath.echo import audit_echo, families, serve_fpa
+from derivaudit.readpath.echo import audit_echo, lineage_families, serve_fpa
 
 W = [1 / math.log2(r + 1) for r in range(1, 6)]  # slot weights, ranks 1..5
 S = sum(W)
@@ -29,7 +29,7 @@ def log(fixtures):
 
 
 def test_families_follow_ancestry_not_wording(log):
-    fam = families(log.writes)
+    fam = lineage_families(log.writes)
     assert {w for w, f in fam.items() if f == "keto"} == OLD | NEW  # c1 and c2 descend from w1
     assert fam["w5"] == "running" and fam["w6"] == "shoes"
 
@@ -70,7 +70,7 @@ def test_the_window_takes_the_first_reads_after_the_correction(log):
 
 def test_serve_fpa_keeps_rank_order_within_eligibility(log):
     by_id = {w.write_id: w for w in log.writes}
-    fam = families(log.writes)
+    fam = lineage_families(log.writes)
     pool = [by_id[i] for i in ["w5", "w3", "c2", "w4", "c1", "w6"]]
     assert [w.write_id for w in serve_fpa(pool, fam, set())] == ["c1", "w5"]  # authority first; w6 invalid
     assert [w.write_id for w in serve_fpa(pool[:2] + pool[3:4], fam, set())] == ["w5", "w3"]  # one per family

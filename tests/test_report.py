@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from derivaudit.cli import app
-from derivaudit.report import ReportError, build, evaluate_gates, parse_gate, validate
+from derivaudit.report import ReportError, build, evaluate_ci_gates, parse_ci_gate, validate
 from derivaudit.runs import folder as runs
 from derivaudit.runs.folder import read_jsonl
 
@@ -106,18 +106,18 @@ def test_gates_exit_codes(run):
 
 
 def test_gate_parsing_and_missing_values():
-    assert parse_gate("unsupported_admitted>0.25") == ("unsupported_admitted", ">", 0.25)
-    assert parse_gate(" expanded_supported < 70% ") == ("expanded_supported", "<", 0.7)
-    assert parse_gate("auc@holistic/expanded<=0.6") == ("auc@holistic/expanded", "<=", 0.6)
-    assert parse_gate("unsupported.weighted!=0") == ("unsupported.weighted", "!=", 0.0)
+    assert parse_ci_gate("unsupported_admitted>0.25") == ("unsupported_admitted", ">", 0.25)
+    assert parse_ci_gate(" expanded_supported < 70% ") == ("expanded_supported", "<", 0.7)
+    assert parse_ci_gate("auc@holistic/expanded<=0.6") == ("auc@holistic/expanded", "<=", 0.6)
+    assert parse_ci_gate("unsupported.weighted!=0") == ("unsupported.weighted", "!=", 0.0)
     with pytest.raises(ReportError):
-        parse_gate("rm -rf>1")
+        parse_ci_gate("rm -rf>1")
     doc = {"metrics": {"unsupported_admitted": None, "writes": 3.0}}
-    g = evaluate_gates(doc, ["unsupported_admitted>0.25", "writes<1"])
+    g = evaluate_ci_gates(doc, ["unsupported_admitted>0.25", "writes<1"])
     assert g[0]["failed"] and g[0]["why"] == "no value in this run"  # no evidence never passes a gate
     assert not g[1]["failed"]
     with pytest.raises(ReportError, match="replay"):
-        evaluate_gates({"metrics": {"writes": 3.0}}, ["valid_kept<0.5"])
+        evaluate_ci_gates({"metrics": {"writes": 3.0}}, ["valid_kept<0.5"])
 
 
 @pytest.mark.slow

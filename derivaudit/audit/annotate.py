@@ -162,11 +162,11 @@ def null_passages(n: int) -> list[dict[str, Any]]:
 class Annotator:
     role: str  # A | B | adjudicator
     backend: Backend
-    variant: str = "a"  # prompt wording: der_{d,e,r}_{variant}.txt
+    wording: str = "a"  # der_{d,e,r}_{wording}.txt; run files keep the key "variant"
     thresholds: dict[str, float] = field(default_factory=dict)  # "e", "r": calibrated (default 0 = argmax)
 
     def describe(self) -> dict[str, Any]:
-        return {"role": self.role, "variant": self.variant, "model": self.backend.identity(),
+        return {"role": self.role, "variant": self.wording, "model": self.backend.identity(),
                 "thresholds": dict(self.thresholds)}
 
 
@@ -430,9 +430,9 @@ def _answers(items: Sequence[Item], askers: Sequence[Asker],
     return prims
 
 
-def question(which: str, variant: str) -> str:
+def question(which: str, wording: str) -> str:
     """The prompt file of an annotator's E, R or S question (R is a three-way choice: see QUESTIONS)."""
-    return f"{QUESTIONS[which]}_{variant}"
+    return f"{QUESTIONS[which]}_{wording}"
 
 
 def slot_fields(slot: slots.Slot | None) -> dict[str, str]:
@@ -446,7 +446,7 @@ def ask(name: str, **fields: str) -> Task:
 
 
 def _asker(annotator: Annotator) -> Asker:
-    v = annotator.variant
+    v = annotator.wording
     return (
         annotator.backend,
         lambda k, it: ask(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),

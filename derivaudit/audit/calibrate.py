@@ -207,11 +207,11 @@ def items_key(items: Sequence[Item]) -> str:
     return h.hexdigest()[:16]
 
 
-def annotator_task(variant: str):
-    """An annotator's E/R/S question for a statement (its wording `variant`)."""
+def annotator_task(wording: str):
+    """An annotator's E/R/S question for a statement (`wording`)."""
     from .annotate import ask, question, slot_fields
 
-    return lambda which, statement, slot=None: ask(question(which, variant), obligation=statement,
+    return lambda which, statement, slot=None: ask(question(which, wording), obligation=statement,
                                                    **slot_fields(slot))
 
 
@@ -233,18 +233,18 @@ def adjudicator_task():
     return task
 
 
-def calibrate(backend: Backend, variant: str, log: MemoryLog, n: int = 24, target: float = TARGET_FPR,
+def calibrate(backend: Backend, wording: str, log: MemoryLog, n: int = 24, target: float = TARGET_FPR,
               task=None) -> dict[str, Any]:
-    """Score the calibration items with one annotator's E and R questions (its wording `variant`,
+    """Score the calibration items with one annotator's E and R questions (`wording`,
     or `task(which, statement) -> (question, verdict)`, e.g. `adjudicator_task()`) and pick its
     thresholds. Returns thresholds and health: TPR at the target FPR, AUC, the share of items
     answered yes to both E and R, and the correlation of E and R scores."""
-    return calibrate_many([(backend, variant, task)], log, n, target)[0]
+    return calibrate_many([(backend, wording, task)], log, n, target)[0]
 
 
 def calibrate_many(annotators: Sequence[tuple[Backend, str, Any]], log: MemoryLog, n: int = 24,
                    target: float = TARGET_FPR, with_slots: Sequence[bool] | None = None) -> list[dict[str, Any]]:
-    """`calibrate` for several (backend, variant, task) at once: one scoring call, so annotators on
+    """`calibrate` for several (backend, wording, task) at once: one scoring call, so annotators on
     one backend share each evidence window's prefix (scores are the same as calibrating each alone).
     `with_slots[k]` False leaves annotator k's S items unscored (no "s" threshold): the
     adjudicator's S threshold is needed only when the annotators' S check is on."""
@@ -258,8 +258,8 @@ def calibrate_many(annotators: Sequence[tuple[Backend, str, Any]], log: MemoryLo
 
     reqs: list[tuple[Backend, Prompt]] = []
     spans = []
-    for (backend, variant, task), slotted in zip(annotators, with_slots, strict=True):
-        task = task or annotator_task(variant)
+    for (backend, wording, task), slotted in zip(annotators, with_slots, strict=True):
+        task = task or annotator_task(wording)
         start = len(reqs)
         reqs += _prompts(backend, task, e_items, "e") + _prompts(backend, task, e_items, "r") + _prompts(
             backend, task, r_pos, "r") + (_prompts(backend, task, s_items, "s") if slotted else [])
@@ -269,7 +269,7 @@ def calibrate_many(annotators: Sequence[tuple[Backend, str, Any]], log: MemoryLo
             for a, b, slotted in spans]
 
 
-def calibrate_slots(backend: Backend, variant: str, log: MemoryLog, n: int = 24, target: float = TARGET_FPR,
+def calibrate_slots(backend: Backend, wording: str, log: MemoryLog, n: int = 24, target: float = TARGET_FPR,
                     task=None) -> Threshold | None:
     """One annotator's S threshold alone (None: the log gives no S items): the same items and
     scores as in `calibrate_many`."""
@@ -278,7 +278,7 @@ def calibrate_slots(backend: Backend, variant: str, log: MemoryLog, n: int = 24,
     s_items = build_slot_items(log, n=n)
     if not s_items:
         return None
-    scores = score_all(_prompts(backend, task or annotator_task(variant), s_items, "s"))
+    scores = score_all(_prompts(backend, task or annotator_task(wording), s_items, "s"))
     return pick(*_pos_neg([s.logodds for s in scores], s_items), target)
 
 
@@ -291,10 +291,10 @@ def add_slots(cals: list[dict[str, Any]], rest: Sequence[tuple[Backend, str, Any
     decision as scoring them all, and B's 3n S prompts never computed on a judge whose A cannot
     (Qwen2.5-Coder-1.5B on LoCoMo; the saving there is not yet measured: bench_calibration.py).
     `cals[k]["thresholds"]` gains "s" in place."""
-    for k, (backend, variant, task) in enumerate(rest, start=1):
+    for k, (backend, wording, task) in enumerate(rest, start=1):
         if why := slot_check_off(cals[:k]):  # B needs A to separate; the adjudicator needs A and B
             return why
-        if (t := calibrate_slots(backend, variant, log, n, target, task=task)) is not None:
+        if (t := calibrate_slots(backend, wording, log, n, target, task=task)) is not None:
             cals[k]["thresholds"]["s"] = t
             cals[k]["slot_items"] = len(build_slot_items(log, n=n))
     return slot_check_off(cals[:2])

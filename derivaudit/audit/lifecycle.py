@@ -312,14 +312,14 @@ def clause(text: str) -> str:
     return (first.lower() if first.lower() in _LOWER_FIRST else first) + (" " + rest if rest else "")
 
 
-def question(which: str, variant: str, statement: str):
+def question(which: str, wording: str, statement: str):
     """An annotator's F or U question about `statement`: E's own question about "Someone asks to forget
     that ..." (F) or "It is no longer true that ..." (U)."""
-    return ask(f"{QUESTIONS[which]}_{variant}", obligation=clause(statement))
+    return ask(f"{QUESTIONS[which]}_{wording}", obligation=clause(statement))
 
 
 def _asker(annotator: Annotator):
-    v = annotator.variant
+    v = annotator.wording
     return (annotator.backend,
             lambda k, it: ask(f"der_d_{v}", record=it.write.text, obligation=it.obligation.text),
             lambda k, it, which: question(which, v, it.obligation.text),

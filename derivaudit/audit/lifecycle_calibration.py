@@ -103,7 +103,7 @@ def calibrate(annotators: Sequence[tuple[Annotator, bool]], log: MemoryLog, n: i
                 first, second = (yes, no) if coin else (no, yes)
                 q = adjudication(it.which, it.statement, first, second)
             else:
-                q = question(it.which, x.variant, it.statement)
+                q = question(it.which, x.wording, it.statement)
             reqs.append((x.backend, Prompt(block(it.passages), q[0], verdict=q[1])))
     scores = score_all(reqs)
     out = []

@@ -33,7 +33,7 @@ def rerun(run: Any, cal_log: MemoryLog, annotator: Annotator, wording: str, item
     RUN/rubric_<wording>.jsonl and RUN/rubric.json; returns the agreement."""
     if wording not in WORDINGS:
         raise ValueError(f"--rubric must be one of {', '.join(WORDINGS)}, not {wording!r}")
-    if wording == annotator.variant:
+    if wording == annotator.wording:
         raise ValueError(f"annotator {annotator.role} already uses wording {wording}; the other is "
                          f"{next(w for w in WORDINGS if w != wording)}")
     th = {}
@@ -51,7 +51,7 @@ def rerun(run: Any, cal_log: MemoryLog, annotator: Annotator, wording: str, item
         progress(f"rubric {wording}", len(part), len(items))
     runs.write_rows(run, rows_file(wording), rows)
     original = {(p["obligation_id"], p["view"]): p[annotator.role] for p in runs.read_rows(run, runs.PRIMITIVES)}
-    report = {"annotator": annotator.role, "original": annotator.variant, "wording": wording,
+    report = {"annotator": annotator.role, "original": annotator.wording, "wording": wording,
               "thresholds": th, **agreement(original, rows)}
     if cal is not None:
         report["calibration_items"] = cal["items"]

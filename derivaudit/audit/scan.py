@@ -290,7 +290,7 @@ class _Pass:
         keeps its calibration while the judges and the corpus are the same (incremental.py)."""
         cfg, meta, annotators = self.cfg, self.meta, self.annotators
         a, b, adj = annotators
-        cal_key = _fp([(x.role, x.variant, x.backend.identity()) for x in annotators], cfg.calibrate,
+        cal_key = _fp([(x.role, x.wording, x.backend.identity()) for x in annotators], cfg.calibrate,
                       calibrate.corpus_name(cfg.calibrate_on))
         kept = _kept_calibration(meta, cal_key, annotators)
         health: dict[str, Any] = {}
@@ -300,11 +300,11 @@ class _Pass:
         elif cfg.calibrate:  # all three roles in one call: roles on one model share each window's prefix
             cal_log = calibrate.corpus(cfg.calibrate_on, self.log)
             # S items role by role, stopping at the first that is moot (calibrate.add_slots)
-            cals = calibrate.calibrate_many([(x.backend, x.variant, calibrate.adjudicator_task() if x is adj
+            cals = calibrate.calibrate_many([(x.backend, x.wording, calibrate.adjudicator_task() if x is adj
                                               else None) for x in (a, b, adj)], cal_log,
                                             with_slots=(True, False, False))
-            slot_off = calibrate.add_slots(cals, [(b.backend, b.variant, None),
-                                                  (adj.backend, adj.variant, calibrate.adjudicator_task())], cal_log)
+            slot_off = calibrate.add_slots(cals, [(b.backend, b.wording, None),
+                                                  (adj.backend, adj.wording, calibrate.adjudicator_task())], cal_log)
             for x, cal in zip((a, b, adj), cals, strict=True):
                 x.thresholds = {k: calibrate.usable(t) for k, t in cal["thresholds"].items()}
                 health[x.role] = {**cal, "thresholds": {k: t.to_dict() for k, t in cal["thresholds"].items()},

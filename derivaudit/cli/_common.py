@@ -280,7 +280,7 @@ ReadPathOut = Annotated[Path | None, typer.Option("-o", "--output", help="Write 
                         OUTPUT]
 
 
-def _print_gates(gates: list[dict[str, Any]]) -> None:
+def _print_ci_gates(gates: list[dict[str, Any]]) -> None:
     for g in gates:
         value = g["why"] if g.get("why") else f"{g['value']:.4g}"
         status = "[red]FAILED[/red]" if g["failed"] else "[green]passed[/green]"

@@ -24,7 +24,7 @@ from ._common import (
     _bad,
     _load,
     _pool,
-    _print_gates,
+    _print_ci_gates,
     _progress,
     _stage_progress,
     app,
@@ -159,10 +159,10 @@ def scan(
     """Audit every write: evidence views, obligations, D/E/R annotation in both views, labels, scope report."""
     from ..audit.calibrate import CORPORA
     from ..audit.scan import UNTIL, ScanConfig
-    from ..report.gates import check_scan_gates
+    from ..report.ci_gates import check_scan_ci_gates
 
     try:
-        check_scan_gates(fail_if or [])
+        check_scan_ci_gates(fail_if or [])
     except ValueError as e:
         _bad(str(e))
     if until not in UNTIL:
@@ -220,7 +220,7 @@ def _run_scan(cfg: Any, run: Path | None, format: str, fail_if: list[str] | None
     err.print("judged by: " + "; ".join(f"{escape(m)} as {', '.join(r)}" for m, r in judges.items()))
     err.print(f"run folder: {escape(str(run))} ({report['run']['writes']} writes, "
               f"{report['run']['seconds']:.0f} s)")
-    _print_gates(gates)
+    _print_ci_gates(gates)
 
 
 def _scan_report(run: Path, report: dict[str, Any], format: str, fail_if: list[str]) -> list[dict[str, Any]]:
@@ -231,7 +231,7 @@ def _scan_report(run: Path, report: dict[str, Any], format: str, fail_if: list[s
     from ..report.table import print_lifecycle, print_rubric, print_scope, print_trust
 
     doc = rep.build(run) if fail_if or format not in ("json",) else None
-    gates = rep.evaluate_gates(doc, fail_if) if doc is not None else []
+    gates = rep.evaluate_ci_gates(doc, fail_if) if doc is not None else []
     if doc is not None:
         doc["gates"] = gates
     if format == "json":

@@ -20,7 +20,7 @@ from ._common import (
     ReadPathOut,
     SkipInvalid,
     _bad,
-    _print_gates,
+    _print_ci_gates,
     _report_skipped,
     app,
     err,
@@ -62,13 +62,13 @@ def _read_path(name: str, paths: list[Path], skip_invalid: bool, fail_if: list[s
     """Load, audit, gate, then print or write a read-path report in the chosen format (exit 1 when a
     gate fails, 2 on bad input or a bad gate)."""
     from ..report import readpath
-    from ..report.gates import ReportError, evaluate_metric_gates
+    from ..report.ci_gates import ReportError, evaluate_metric_ci_gates
 
     log = load_log(paths, skip_invalid=skip_invalid)
     _report_skipped(log)
     doc = audit(log)
     try:
-        doc["gates"] = gates = evaluate_metric_gates(doc["metrics"], fail_if or [],
+        doc["gates"] = gates = evaluate_metric_ci_gates(doc["metrics"], fail_if or [],
                                                      empty=None if log.reads else "the log has no read event")
     except ReportError as e:
         _bad(str(e))
@@ -84,7 +84,7 @@ def _read_path(name: str, paths: list[Path], skip_invalid: bool, fail_if: list[s
             with atomic_writer(output, "wb") as fh:
                 fh.write(data)
             err.print(f"wrote {escape(str(output))}")
-    _print_gates(gates)
+    _print_ci_gates(gates)
 
 
 @app.command()

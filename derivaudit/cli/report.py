@@ -15,7 +15,7 @@ from ._common import (
     REPORT_FORMAT_HELP,
     ReportFmt,
     _bad,
-    _print_gates,
+    _print_ci_gates,
     app,
     err,
     handles_bad_input,
@@ -50,7 +50,7 @@ def report(
         doc = rep.build(run, min_confidence=min_confidence)
         if baseline is not None:
             rep.compare(doc, rep.build(baseline))
-        gates = rep.evaluate_gates(doc, fail_if or [])
+        gates = rep.evaluate_ci_gates(doc, fail_if or [])
     except rep.ReportError as e:
         _bad(str(e))
     doc["gates"] = gates
@@ -67,4 +67,4 @@ def report(
             with atomic_writer(output, "wb") as fh:
                 fh.write(data)
             err.print(f"wrote {escape(str(output))} ({len(data):,} bytes)")
-    _print_gates(gates)
+    _print_ci_gates(gates)

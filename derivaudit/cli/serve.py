@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..extras import missing
 from ..safe import escape
 from ._common import _backend_errors, _bad, _pool, app, err, handles_bad_input, model_options
 
@@ -44,7 +45,7 @@ def serve(
 
         from ..admission.serve import Limits, create_app, loopback, open_gate, operating_point, uvicorn_config
     except ImportError as e:
-        _bad(f"derivaudit serve needs starlette and uvicorn ({e.name} is missing): pip install 'derivaudit[serve]'")
+        _bad(missing("derivaudit serve", "serve", e))
     token = None
     if token_file is not None:
         try:

@@ -15,7 +15,7 @@ __getattr__, __dir__ = face(__name__, {
     "Turn": "records",
     "Write": "records",
     "LogError": "records",
-    "families": "records",
+    "lineage_families": "records",
     "header": "records",
     "turn_to_dict": "records",
     "write_to_dict": "records",

@@ -18,7 +18,7 @@ from .records import (
     Source,
     Turn,
     Write,
-    families,
+    lineage_families,
 )
 
 
@@ -271,7 +271,7 @@ def _check_supersedes(writes: list[Write], bad: Any) -> list[Write]:
     of a family's first write), never the write's own family, and no two families supersede each
     other, directly or around a longer loop (then neither can be the newer one). A typo here once
     turned a failing echo gate into a passing one, so each is an error, not a warning."""
-    fam = families(writes)
+    fam = lineage_families(writes)
     known: dict[str, set[str]] = {}
     for w in writes:
         known.setdefault(w.conversation_id, set()).add(fam[w.write_id])

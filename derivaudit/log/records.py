@@ -155,8 +155,9 @@ class MemoryLog:
         return sum(len(c.turns) for c in self.conversations.values())
 
 
-def families(writes: Sequence[Write]) -> dict[str, str]:
-    """write id -> family id (source_id, else the parent's family, else the write's own id)."""
+def lineage_families(writes: Sequence[Write]) -> dict[str, str]:
+    """The lineage families of the Memory Echo paper (not the matched families of built/families.py):
+    write id -> family id (source_id, else the parent's family, else the write's own id)."""
     by_id = {w.write_id: w for w in writes}
     out: dict[str, str] = {}
 

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from ..extras import missing
 from .base import (
     DEFAULT_TOP_K,
     YES_NO,
@@ -85,8 +86,7 @@ class LlamaCppBackend(Backend):
         try:
             import llama_cpp
         except ImportError as e:
-            raise BackendError("the llamacpp backend needs llama-cpp-python: pip install 'derivaudit[llamacpp]' "
-                               f"(it compiles llama.cpp; see the README) — import failed: {e}") from e
+            raise BackendError(missing("the llamacpp backend", "llamacpp", e)) from e
         from .embedded import file_sha256, resolve_gguf
 
         path, label = resolve_gguf(model)

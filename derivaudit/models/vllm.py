@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from ..extras import missing
 from .base import (
     DEFAULT_TOP_K,
     YES_NO,
@@ -36,10 +37,7 @@ class VLLMBackend(Backend):
         try:
             from vllm import LLM
         except ImportError as e:
-            raise BackendError(
-                "the vllm backend needs vLLM on a GPU machine: pip install 'derivaudit[vllm]' "
-                f"(import failed: {e})"
-            ) from None
+            raise BackendError(missing("the vllm backend", "vllm", e)) from None
         self.llm = LLM(model=model, revision=revision, max_logprobs=max_logprobs, enable_prefix_caching=True,
                        logprobs_mode="raw_logprobs", seed=seed, **engine_args)
         self.tokenizer = self.llm.get_tokenizer()

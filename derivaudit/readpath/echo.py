@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..log.history import point_order
-from ..log.records import MemoryLog, Read, Write, families
+from ..log.records import MemoryLog, Read, Write, lineage_families
 
 K = 5  # the five-record budget of the Memory Echo paper
 SERVING = ("fpa",)  # the serving rules `audit_echo(serve=...)` replays
@@ -158,7 +158,7 @@ def audit_echo(log: MemoryLog, *, k: int = K, window: int = WINDOW, serve: str |
     them with `serve="fpa"`)."""
     if serve not in (None, *SERVING):
         raise ValueError(f"unknown serving rule {serve!r} (known: {', '.join(SERVING)})")
-    fam = families(log.writes)
+    fam = lineage_families(log.writes)
     by_id = {w.write_id: w for w in log.writes}
     cors = corrections(log, fam)
     point = {r.read_id: point_order(r, log.conversations[r.conversation_id]) for r in log.reads}

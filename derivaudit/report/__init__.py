@@ -2,7 +2,7 @@
 
     from derivaudit import report
     doc = report.build("runs/x")                  # the dict behind every format (schema v1)
-    gates = report.evaluate_gates(doc, ["unsupported_admitted>0.25"])
+    gates = report.evaluate_ci_gates(doc, ["unsupported_admitted>0.25"])
     text = report.render(doc, "md", gates)        # json | md | csv | junit | html
 
 Modules: `build` (the document, metrics, baseline change), `gates`, `text` (CSV, Markdown, JUnit),
@@ -29,7 +29,7 @@ from .build import (
     to_json,
     validate,
 )
-from .gates import evaluate_gates, parse_gate
+from .ci_gates import evaluate_ci_gates, parse_ci_gate
 from .text import change_rows, md_escape, metric_rows, to_csv, to_junit, to_markdown
 
 # format name -> "module:function(report, gates) -> bytes"; `table` is drawn by report.table instead.
@@ -49,6 +49,6 @@ def render(report: dict[str, Any], fmt: str, gates: list[dict[str, Any]] | None 
 
 __all__ = [
     "FORMATS", "GATE_SETTINGS", "METRICS", "REPORT_SCHEMA_VERSION", "SCHEMA_FILE", "ReportError", "build",
-    "change_rows", "compare", "evaluate_gates", "flagged", "flat_metrics", "gate_setting", "md_escape", "metric_rows",
-    "parse_gate", "render", "to_csv", "to_json", "to_junit", "to_markdown", "validate",
+    "change_rows", "compare", "evaluate_ci_gates", "flagged", "flat_metrics", "gate_setting", "md_escape",
+    "metric_rows", "parse_ci_gate", "render", "to_csv", "to_json", "to_junit", "to_markdown", "validate",
 ]

@@ -108,7 +108,7 @@ def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
     return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _gates(gates: list[dict[str, Any]]) -> str:
+def ci_gates_html(gates: list[dict[str, Any]]) -> str:
     if not gates:
         return ""
     rows = [[g["expr"], "n/a" if g["value"] is None else f"{g['value']:.4g}", "FAILED" if g["failed"] else "passed"]
@@ -258,7 +258,7 @@ def render(report: dict[str, Any], gates: list[dict[str, Any]] | None = None) ->
         rows_by_setting.setdefault(s["setting"], []).append(s)
     body = f"""
 <header><h1>derivaudit report</h1>{_meta(report)}</header>
-{_gates(gates or [])}
+{ci_gates_html(gates or [])}
 {_scope(report)}
 {_trust(report)}
 {_replay(report)}

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..safe import html_escape as escape
 from . import plots
-from .html import _gates, _table
+from .html import _table, ci_gates_html
 
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -117,7 +117,7 @@ def echo_html(doc: dict[str, Any]) -> bytes:
 
     s, fpa = doc["settings"], doc["settings"].get("serve") == "fpa"
     parts = [f"<h1>Memory echo</h1><p class=note>Top {s['k']} slots weighted {escape(s['weights'])}; window "
-             f"{s['window']} reads.</p>", _gates(doc.get("gates") or []),
+             f"{s['window']} reads.</p>", ci_gates_html(doc.get("gates") or []),
              _metric_table(echo_rows(doc), ["metric", "what", "logged", *(["served by FPA"] if fpa else [])])]
     by_read = {r["read_id"]: r for r in doc["reads"]}
     for c in doc["corrections"]:
@@ -144,7 +144,7 @@ def overlap_html(doc: dict[str, Any]) -> bytes:
     lo, hi = doc["settings"]["band"]
     total = sum(doc["histogram"]) or 1
     parts = [f"<h1>Query–memory overlap</h1><p class=note>Top {doc['settings']['k']} memories; middle band "
-             f"[{lo}, {hi}).</p>", _gates(doc.get("gates") or []),
+             f"[{lo}, {hi}).</p>", ci_gates_html(doc.get("gates") or []),
              _metric_table(overlap_rows(doc), ["metric", "what", "value"]),
              _figure("Reads by overlap with their top memory (share per tenth)", plots.bars(
                  {f"{i / 10:.1f}–{(i + 1) / 10:.1f}": n / total for i, n in enumerate(doc["histogram"])},

@@ -123,7 +123,7 @@ def read_rows_csv(doc: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def gates_junit(name: str, doc: dict[str, Any]) -> str:
+def ci_gates_junit(name: str, doc: dict[str, Any]) -> str:
     """One test case per gate (failing when it holds); without a gate, one skipped case: CI should
     state what it requires of a read-path audit."""
     import xml.etree.ElementTree as ET
@@ -160,7 +160,7 @@ def _csv(name: str, doc: dict[str, Any]) -> bytes:
 
 
 def _junit(name: str, doc: dict[str, Any]) -> bytes:
-    return gates_junit(name, doc).encode()
+    return ci_gates_junit(name, doc).encode()
 
 
 def _html(name: str, doc: dict[str, Any]) -> bytes:

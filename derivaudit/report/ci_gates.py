@@ -16,7 +16,7 @@ _GATE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:@[\w.-]+/[\w.-]+)?)\s*(<=|>=|==|!=|<
                    r"\s*(%?)\s*$", re.IGNORECASE)
 
 
-def parse_gate(expr: str, known: Iterable[str] | None = None) -> tuple[str, str, float]:
+def parse_ci_gate(expr: str, known: Iterable[str] | None = None) -> tuple[str, str, float]:
     """NAME OP NUMBER; NAME one of `known` (default: the run report's metrics)."""
     m = _GATE.match(expr)
     if not m:
@@ -38,21 +38,21 @@ def parse_gate(expr: str, known: Iterable[str] | None = None) -> tuple[str, str,
 REPLAY_METRICS = ("unsupported_admitted", "valid_kept", "auc")  # what only `replay` measures
 
 
-def check_scan_gates(exprs: Sequence[str]) -> None:
+def check_scan_ci_gates(exprs: Sequence[str]) -> None:
     """Gates given to `scan`: well formed, known, and not about a replay that a scan does not make
     (ReportError naming the expression), so a typo fails before any model work."""
     for e in exprs:
-        name = parse_gate(e)[0]
+        name = parse_ci_gate(e)[0]
         if name.split("@", 1)[0].split(".", 1)[0] in REPLAY_METRICS:
             raise ReportError(f"--fail-if {e!r}: {name} is measured by `derivaudit replay`, which scan does not run; "
                               "gate it with `derivaudit report --fail-if` after the replay")
 
 
-def evaluate_gates(report: dict[str, Any], exprs: Sequence[str]) -> list[dict[str, Any]]:
+def evaluate_ci_gates(report: dict[str, Any], exprs: Sequence[str]) -> list[dict[str, Any]]:
     """Each gate fails when its expression holds. With a baseline the gate reads the change. A
     metric this run cannot tell (no replay, no negatives), and every gate of a run of zero writes,
     fails: CI should not pass on missing evidence. An unknown name or a setting not in the run is a usage error."""
-    parsed = [(e, *parse_gate(e)) for e in exprs]
+    parsed = [(e, *parse_ci_gate(e)) for e in exprs]
     values = report.get("change", report["metrics"])
     empty = report["metrics"].get("writes") == 0
     out = []
@@ -76,9 +76,9 @@ def _judge(expr: str, name: str, op: str, threshold: float, value: float | None,
             "failed": failed, "why": why}
 
 
-def evaluate_metric_gates(metrics: Mapping[str, float | None], exprs: Sequence[str],
+def evaluate_metric_ci_gates(metrics: Mapping[str, float | None], exprs: Sequence[str],
                           empty: str | None = None) -> list[dict[str, Any]]:
     """Gates over a flat metrics table (the read-path audits): a metric without a value, or any
     gate when `empty` says why there is nothing to measure, fails."""
-    parsed = [(e, *parse_gate(e, metrics)) for e in exprs]
+    parsed = [(e, *parse_ci_gate(e, metrics)) for e in exprs]
     return [_judge(e, n, op, t, metrics[n], "run", empty) for e, n, op, t in parsed]
