@@ -26,7 +26,7 @@ from ..log.records import Write
 from ..models import Backend, default_backend, default_model, load_backend
 from ..rates.stats import clears
 from .replay import Case, qa_pairs, score_cases
-from .views import Memory, get_view
+from .views import GATE_VIEW, Memory, get_view
 
 SPLITS = ("decompose", "record")
 
@@ -48,7 +48,7 @@ def record_memory(record: str) -> Memory:
     return Memory(record, [("fact", record)], [("What is recorded?", record)])
 
 
-def admit(record: str, passages: Sequence[str | dict[str, Any]], *, view: str = "obligation",
+def admit(record: str, passages: Sequence[str | dict[str, Any]], *, view: str = GATE_VIEW,
           model: str | None = None, backend: str | None = None, verifier: Backend | None = None,
           obligations: Sequence[tuple[str, str]] | None = None, threshold: float = 0.0,
           combine: str = "min", use_cache: bool = True, split: str = "decompose") -> dict[str, Any]:

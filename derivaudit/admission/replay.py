@@ -30,7 +30,7 @@ from .operating import (
     decide,
     resolve_point,
 )
-from .views import Memory, View, evidence_block, get_view
+from .views import GATE_VIEW, Memory, View, evidence_block, get_view
 
 CANONICAL = {
     "holistic/citation_only": ("holistic", "citation_only"),
@@ -529,8 +529,8 @@ def noise_probe(run: Any, backend: Backend, rows_of: dict[str, list[dict[str, An
             eligible[n] += 1
         if top in lists:
             probe.append((c, lists))
-    view = get_view("obligation")
-    thresholds = {r["write_id"]: r["threshold"] for r in rows_of.get("obligation/expanded", [])}
+    view = get_view(GATE_VIEW)
+    thresholds = {r["write_id"]: r["threshold"] for r in rows_of.get(f"{GATE_VIEW}/expanded", [])}
     out: dict[str, Any] = {
         "levels": {}, "writes": len(probe), "skipped_too_few_extras": len(cases) - len(probe),
         "candidates": len(cases),

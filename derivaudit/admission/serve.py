@@ -39,6 +39,7 @@ from ..log.io import check_rows, header, read_objects
 from ..models.base import Backend
 from ..runs import folder as runs
 from ..safe import dumps as json_dumps
+from .views import GATE_VIEW
 
 PRODUCER = "derivaudit serve: the gate's decision log"
 EVIDENCE_VIEWS = ("expanded", "citation_only")
@@ -76,7 +77,7 @@ class OperatingPoint:
         return {**asdict(self), "threshold": _finite(self.threshold)}
 
 
-def operating_point(run: str | Path, view: str = "obligation", evidence: str = "expanded") -> OperatingPoint:
+def operating_point(run: str | Path, view: str = GATE_VIEW, evidence: str = "expanded") -> OperatingPoint:
     """The operating point of `view`/`evidence` in RUN's replay. At argmax the threshold is 0; at
     crossfit it is refitted on every conversation's negatives together (the replay's per-conversation
     thresholds each left one conversation out to measure; the gate uses all it has)."""

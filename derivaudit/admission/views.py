@@ -62,6 +62,14 @@ class View:
                        else templates.render(f"view_{self.name}", **fields)) for fields in self.parts(memory)]
 
 
+# The default view per purpose, each named once. The gate (admit(), serve, the noise probe) judges
+# with the obligation view, the one DerivAudit decomposes a memory for; a one-off `check` asks the
+# holistic question of the record as written (its default split is the record itself); `families
+# run` compares the two.
+GATE_VIEW = "obligation"
+CHECK_VIEW = "holistic"
+COMPARED_VIEWS = f"{CHECK_VIEW},{GATE_VIEW}"
+
 VIEWS = Registry("view", group="derivaudit.views",
                  check=lambda obj: None if isinstance(obj, View) else "not a derivaudit.admission.View")
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from ..admission.views import CHECK_VIEW, COMPARED_VIEWS
 from ..safe import escape
 from ._common import (
     EXIT_BAD_INPUT,
@@ -49,7 +50,7 @@ def check(
     record: Annotated[str, typer.Option("--record", help="The memory text to verify.")],
     evidence: Annotated[Path, typer.Option("--evidence", help="Passages: JSONL with text/speaker/time, or "
                                            "plain text, one passage per line, in time order.")],
-    view: Annotated[str, typer.Option("--view", help="Verification view.")] = "holistic",
+    view: Annotated[str, typer.Option("--view", help="Verification view.")] = CHECK_VIEW,
     split: Annotated[Split, typer.Option("--split", help="record: the record is its own single claim / "
                                          "obligation / QA answer; decompose: the model writes them (as "
                                          "admit() does).")] = Split.record,
@@ -233,7 +234,7 @@ def families_build(
 @model_options("verifier")
 def families_run(
     built: Annotated[Path, typer.Argument(help="A folder made by `families build`.")],
-    view: Annotated[str, typer.Option("--view", help="Verification views, comma-separated.")] = "holistic,obligation",
+    view: Annotated[str, typer.Option("--view", help="Verification views, comma-separated.")] = COMPARED_VIEWS,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a one-file HTML page (tables, plots, "
                                               "examples; no scripts, no network)."), OUTPUT] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Also write the report with every "

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..admission.views import GATE_VIEW
 from ..extras import missing
 from ..safe import escape
 from ._common import _backend_errors, _bad, _pool, app, err, handles_bad_input, model_options
@@ -18,7 +19,7 @@ from ._common import _backend_errors, _bad, _pool, app, err, handles_bad_input, 
 def serve(
     run: Annotated[Path, typer.Option("--from", help="A run folder with a replay: the operating point (view, "
                                       "threshold, combine rule) and the judge it belongs to.")],
-    view: Annotated[str, typer.Option("--view", help="The replayed view to gate with.")] = "obligation",
+    view: Annotated[str, typer.Option("--view", help="The replayed view to gate with.")] = GATE_VIEW,
     evidence: Annotated[str, typer.Option("--evidence", help="expanded (citations and retrieved history) or "
                                           "citation_only, as replayed.")] = "expanded",
     host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default; another address "
