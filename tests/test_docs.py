@@ -158,3 +158,16 @@ def test_the_architecture_map_names_every_module_and_only_modules():
     for sub in {m.split("/")[0] for m in modules if "/" in m}:  # each subpackage: a face, and a group row naming it
         assert (pkg / sub / "__init__.py").exists()
         assert f"`{sub}/`" in block, f"{sub}/ has no group row"
+
+
+def test_the_tests_mirror_the_package():
+    """tests/<sub>/ holds the tests of derivaudit/<sub>/; a test at the top names a top module or is
+    one across the package (the command line, the docs, the examples, fuzzing)."""
+    pkg, tests = ROOT / "derivaudit", ROOT / "tests"
+    subpackages = {p.name for p in pkg.iterdir() if (p / "__init__.py").exists()}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= subpackages, sorted(folders - subpackages)
+    across = {"cli", "docs", "examples", "fuzz"}
+    top = {p.stem for p in pkg.glob("*.py")} | across
+    stray = [p.name for p in tests.glob("test_*.py") if p.stem.removeprefix("test_") not in top]
+    assert not stray, f"tests at the top that belong in a subpackage's folder: {stray}"

@@ -11,7 +11,7 @@ import pytest
 from derivaudit.models import BackendError, Prompt, load_backend
 from derivaudit.models.embedded import Chunked, assemble
 
-from .verdicts import assert_reads_letters, choice_prompt
+from ..verdicts import assert_reads_letters, choice_prompt
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install '.[llamacpp]')")
 

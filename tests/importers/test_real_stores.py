@@ -14,7 +14,7 @@ import pytest
 from derivaudit import LogError, load_log
 from derivaudit.importers import run_import
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _truth(name: str) -> dict:

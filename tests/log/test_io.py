@@ -174,7 +174,7 @@ def test_gold_category_is_validated(tmp_path):
 
 # ---------------------------------------------------------------- hardening: fixtures/bad/
 
-BAD = Path(__file__).resolve().parent.parent / "fixtures" / "bad"
+BAD = Path(__file__).resolve().parents[2] / "fixtures" / "bad"
 
 
 def _codes(name: str) -> list[tuple[int | None, str | None, str]]:

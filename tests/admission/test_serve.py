@@ -26,10 +26,10 @@ from derivaudit.admission.serve import Limits, open_gate, operating_point  # noq
 from derivaudit.audit.evidence import ConversationIndex, passage_dict  # noqa: E402
 from derivaudit.log.io import turn_to_dict, write_to_dict  # noqa: E402
 
-from .gate_server import RecordRule, Slow, point, served  # noqa: E402
-from .rule_backend import RuleBackend  # noqa: E402
+from ..gate_server import RecordRule, Slow, point, served  # noqa: E402
+from ..rule_backend import RuleBackend  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -328,7 +328,7 @@ def test_derivaudit_serve_end_to_end_on_a_real_model(fixture_scan, tmp_path):
     from derivaudit.cli import app
     from derivaudit.models import load_backend
 
-    from .conftest import copy_run
+    from ..conftest import copy_run
 
     run = copy_run(fixture_scan[0], tmp_path / "run")
     r = CliRunner().invoke(app, ["replay", str(run), "--view", "holistic", "--format", "json"])

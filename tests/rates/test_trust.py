@@ -18,8 +18,8 @@ from derivaudit.cli import app
 from derivaudit.rates.trust import accuracy_at_coverage, answer_confidence, obligation_confidence
 from derivaudit.runs import folder as runs
 
-from .conftest import FIXTURES
-from .rule_backend import RuleBackend
+from ..conftest import FIXTURES
+from ..rule_backend import RuleBackend
 
 runner = CliRunner()
 

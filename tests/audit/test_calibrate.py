@@ -69,7 +69,7 @@ def test_e_negatives_are_the_same_people_outside_the_evidence(fixtures):
 def test_the_adjudicator_is_calibrated_on_its_own_question_after_a_disagreement(fixtures):
     from derivaudit.audit.calibrate import adjudicator_task, calibrate
 
-    from .rule_backend import RuleBackend
+    from ..rule_backend import RuleBackend
 
     log = load_log(fixtures / "memories.jsonl")
     be = RuleBackend()
@@ -94,7 +94,7 @@ def test_a_log_without_calibration_items_says_so_and_asks_nothing(fixtures):
     from derivaudit.audit.calibrate import calibrate, health_warning, usable
     from derivaudit.report.table import print_health
 
-    from .rule_backend import RuleBackend
+    from ..rule_backend import RuleBackend
 
     log = load_log(fixtures / "demo.jsonl")
     be = RuleBackend()
@@ -116,7 +116,7 @@ def test_a_log_without_calibration_items_says_so_and_asks_nothing(fixtures):
 def test_calibrating_several_annotators_at_once_gives_each_its_own_thresholds(fixtures):
     from derivaudit.audit.calibrate import adjudicator_task, calibrate, calibrate_many
 
-    from .rule_backend import RuleBackend
+    from ..rule_backend import RuleBackend
 
     log = load_log(fixtures / "memories.jsonl")
     be = RuleBackend()
@@ -136,7 +136,7 @@ def test_the_adjudicator_s_items_can_wait_until_the_slot_check_is_known_to_be_on
     out changes no other threshold, and scoring them later gives the threshold calibrating at once does."""
     from derivaudit.audit.calibrate import adjudicator_task, calibrate, calibrate_many, calibrate_slots
 
-    from .rule_backend import RuleBackend
+    from ..rule_backend import RuleBackend
 
     log = load_log(fixtures / "memories.jsonl")
     be = RuleBackend()
@@ -163,7 +163,7 @@ def test_b_and_adjudicator_s_items_are_scored_only_once_the_roles_before_them_se
     from derivaudit.audit.calibrate import add_slots, adjudicator_task, build_slot_items, calibrate_many
     from derivaudit.models.base import Score
 
-    from .rule_backend import RuleBackend
+    from ..rule_backend import RuleBackend
 
     slot_q = re.compile(r"^(?:Its|The) (time|place|quantity|person)(?: it states)?: ", re.M)
 
@@ -251,13 +251,13 @@ def test_a_calibration_file_of_the_users_own_is_validated_like_any_log(tmp_path)
     bad = tmp_path / "cal.jsonl"
     bad.write_text('{"type": "turn", "conversation_id": "c", "turn_id": "t1", "speaker": "A"}\n')
     with pytest.raises(LogError, match="cal.jsonl"):
-        corpus(str(bad), load_log(Path(__file__).resolve().parent.parent / "fixtures" / "demo.jsonl"))
+        corpus(str(bad), load_log(Path(__file__).resolve().parents[2] / "fixtures" / "demo.jsonl"))
 
 
 def test_thresholds_from_the_packaged_corpus_belong_to_the_judge_not_the_log(fixtures, tmp_path):
     from derivaudit.audit.scan import ScanConfig, scan
 
-    from .rule_backend import RuleBackend
+    from ..rule_backend import RuleBackend
 
     found = []
     for name in ("memories.jsonl", "demo.jsonl"):

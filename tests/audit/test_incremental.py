@@ -12,7 +12,7 @@ from derivaudit.audit.scan import ScanConfig, scan
 from derivaudit.log.io import check_rows
 from derivaudit.runs import folder as runs
 
-from .rule_backend import RuleBackend
+from ..rule_backend import RuleBackend
 
 
 def _log(n_turns: int, n_writes: int, edit: str | None = None, extra_alpha: int = 0):

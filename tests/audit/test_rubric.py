@@ -10,7 +10,7 @@ from derivaudit.audit.annotate import Annotator
 from derivaudit.audit.scan import ScanConfig, scan
 from derivaudit.runs.folder import read_jsonl
 
-from .rule_backend import RuleBackend
+from ..rule_backend import RuleBackend
 
 
 class WordingSensitive(RuleBackend):

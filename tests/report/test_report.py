@@ -20,10 +20,10 @@ from derivaudit.report import ReportError, build, evaluate_ci_gates, parse_ci_ga
 from derivaudit.runs import folder as runs
 from derivaudit.runs.folder import read_jsonl
 
-from .conftest import SCAN_LIMIT, copy_run
+from ..conftest import SCAN_LIMIT, copy_run
 
 runner = CliRunner()
-FIX = Path(__file__).resolve().parent.parent / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -202,7 +202,7 @@ def test_html_in_headless_chromium(run, tmp_path):
     out = tmp_path / "report.html"
     r = report_cli(str(run), "--format", "html", "-o", str(out))
     assert r.exit_code == 0, r.output
-    shots = Path(__file__).resolve().parent.parent / "test-artifacts"
+    shots = Path(__file__).resolve().parents[2] / "test-artifacts"
     shots.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[

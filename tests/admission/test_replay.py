@@ -19,7 +19,7 @@ from derivaudit.rates.stats import auc
 from derivaudit.runs import folder as runs
 from derivaudit.runs.folder import read_jsonl
 
-from .conftest import copy_run
+from ..conftest import copy_run
 
 runner = CliRunner()
 MEM = Memory(

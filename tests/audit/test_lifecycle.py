@@ -380,7 +380,7 @@ def test_scan_writes_the_lifecycle_stage_and_the_report_gates_on_it(tmp_path):
 def test_cases_of_the_gold_fixture_in_input_order_and_by_conversation():
     """Operations in input order, then updates; `--conversation` (scan's `conversations`) keeps the
     chosen conversation's only."""
-    log = load_log(Path(__file__).resolve().parent.parent / "fixtures" / "lifecycle.jsonl")
+    log = load_log(Path(__file__).resolve().parents[2] / "fixtures" / "lifecycle.jsonl")
     leo = ["op-6", "op-7", "op-8", "op-9", "op-10", "op-11", "update:l-usedveg"]
     assert [c.case_id for c in lifecycle.cases(log, ["leo"])] == leo
     every = [c.case_id for c in lifecycle.cases(log)]
@@ -398,7 +398,7 @@ def test_the_cli_scan_judges_one_gold_operation_of_each_kind_on_a_real_model(tmp
 
     from derivaudit.cli import app
 
-    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "lifecycle.jsonl"
+    fixture = Path(__file__).resolve().parents[2] / "fixtures" / "lifecycle.jsonl"
     writes = {"l-veg2", "l-fish", "l-run", "l-veg10", "l-usedveg"}
     keep = []
     for x in fixture.read_text().splitlines(keepends=True):
