@@ -16,11 +16,14 @@ Importing the package is light: model code (torch, transformers) loads only when
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from . import moved
 from .audit.evidence import EvidenceSettings, EvidenceViews, build_views, tokenize
 from .log.io import LogError, check_log, load_log
 from .log.records import Conversation, MemoryLog, Problem, Read, Turn, Write
 from .readpath.echo import audit_echo, serve_fpa
 from .readpath.overlap import audit_overlap, trim
+
+moved.install()  # the 0.2 module paths (derivaudit.gate, ...), with a DeprecationWarning
 
 try:
     __version__ = version("derivaudit")

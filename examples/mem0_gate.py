@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from derivaudit.admission.gate import Client
+from derivaudit.admission import Client
 
 Extract = Callable[[Sequence[dict[str, Any]]], list[tuple[str, list[str]]]]
 

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("uvicorn")
 
 from derivaudit import load_log  # noqa: E402
-from derivaudit.admission.gate import Client  # noqa: E402
+from derivaudit.admission import Client  # noqa: E402
 from derivaudit.admission.serve import open_gate  # noqa: E402
 
 from .gate_server import RecordRule, point, served  # noqa: E402

@@ -47,6 +47,19 @@ def render(report: dict[str, Any], fmt: str, gates: list[dict[str, Any]] | None 
     return FORMATS.get(fmt)(report, gates or [])
 
 
+_RENAMED = {"parse_gate": "parse_ci_gate", "evaluate_gates": "evaluate_ci_gates"}  # the names of 0.2
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"derivaudit.report.{name} is now {_RENAMED[name]} (CI gates, apart from the write-time "
+                      "gate)", DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "FORMATS", "GATE_SETTINGS", "METRICS", "REPORT_SCHEMA_VERSION", "SCHEMA_FILE", "ReportError", "build",
     "change_rows", "compare", "evaluate_ci_gates", "flagged", "flat_metrics", "gate_setting", "md_escape",
