@@ -102,7 +102,9 @@ def dates(text: str, when: str | None) -> tuple[Interval, ...]:
     return tuple(out)
 
 
-def _stem(word: str) -> str:
+def _singular(word: str) -> str:
+    """A count noun without its plural ending, so "two strikes" and "one strike" count one thing (both
+    sides are cut the same way; decompose.stems is the wider word-form rule of the reading rules)."""
     w = word.lower()
     for suffix in ("es", "s"):
         if len(w) > len(suffix) + 2 and w.endswith(suffix):
@@ -121,7 +123,7 @@ def counts(text: str) -> tuple[tuple[int, str, str], ...]:
             continue
         if noun.lower() in ("of", "and", "or", "to", "in", "on", "at", "more", "am", "pm"):
             continue
-        out.append((n, _stem(noun), m.group(0)))
+        out.append((n, _singular(noun), m.group(0)))
     return tuple(out)
 
 
@@ -175,11 +177,11 @@ def _shown(d: Interval) -> str:
 
 
 def _content(text: str) -> set[str]:
-    """Content words, stemmed, without the words of dates and counts: what says which event an
+    """Content words in the singular, without the words of dates and counts: what says which event an
     obligation is about ("The marathons were last spring" and "Lena ran marathons" share one)."""
     values = " ".join(slots.values(text, "time") + [w for _, _, w in counts(text)]).lower()
     drop = set(tokenize(values)) | {m.lower() for m in timeref.MONTHS}
-    return {_stem(w) for w in tokenize(text) if w not in drop and not w.isdigit()}
+    return {_singular(w) for w in tokenize(text) if w not in drop and not w.isdigit()}
 
 
 def apply(rows: Sequence[dict], texts: dict[str, str], when: str | None, turns: dict[str, Passage]) -> list[dict]:
