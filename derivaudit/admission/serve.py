@@ -31,11 +31,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .. import __version__
 from ..audit.evidence import ConversationIndex, EvidenceSettings, passage_dict
 from ..log.io import check_rows, header, read_objects
+from ..log.lines import parse_object
+from ..log.recordcheck import normalise_ids
 from ..models.base import Backend
 from ..runs import folder as runs
 from ..safe import dumps as json_dumps
@@ -132,6 +132,16 @@ def _ident(d: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- the decision log
 
 
+def _set_apart(path: Path, torn: bytes) -> Path:
+    """Keep a torn last line beside the log, in a file of its own (an earlier one is never
+    overwritten): LOG.torn, else LOG.torn.1, LOG.torn.2, ..."""
+    n = 0
+    while (dest := path.parent / (path.name + ".torn" + (f".{n}" if n else ""))).exists():
+        n += 1
+    dest.write_bytes(torn)
+    return dest
+
+
 class DecisionLog:
     """The gate's memory log: every turn it was sent and every write it judged (verdict in
     `meta.gate`), appended as one write() and fsynced per call. Reopened, it restores the turns and
@@ -144,6 +154,9 @@ class DecisionLog:
         self.writes_of: dict[str, list[dict[str, Any]]] = {}  # per conversation, in order
         self.torn: bytes = b""
         self._lock = threading.Lock()
+        if self.path.exists() and not self.path.is_file():  # a FIFO would hang, /dev/null would lose every answer
+            raise ValueError(f"--log {self.path} is not a regular file (a device, a pipe or a link to one): the "
+                             "decision log must be a file the gate can append to and read back")
         if self.path.exists() and self.path.stat().st_size:
             self._restore()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
@@ -158,7 +171,7 @@ class DecisionLog:
             cut = raw.rfind(b"\n") + 1
             self.torn = raw[cut:]
             keep = raw[:cut]
-            (self.path.parent / (self.path.name + ".torn")).write_bytes(self.torn)
+            _set_apart(self.path, self.torn)
             with open(self.path, "r+b") as f:
                 f.truncate(len(keep))
         items = read_objects(self.path)
@@ -176,12 +189,22 @@ class DecisionLog:
                 self.writes_of.setdefault(obj["conversation_id"], []).append(obj)
 
     def _append(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append the rows whole, or not at all: a failed write (a full disk) is cut back to the last
+        whole line and answered 507, so the log never holds a partial line a restart cannot read."""
         data = b"".join(json_dumps(r) + b"\n" for r in rows)
         with self._lock:
-            n = os.write(self._fd, data)
-            while n < len(data):  # a short write (full disk aside, rare): finish the lines
-                n += os.write(self._fd, data[n:])
-            os.fsync(self._fd)
+            good = os.fstat(self._fd).st_size
+            try:
+                n = os.write(self._fd, data)
+                while n < len(data):  # a short write: finish the lines
+                    n += os.write(self._fd, data[n:])
+                os.fsync(self._fd)
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, good)
+                raise ServeError(507, f"the decision log {self.path} could not be written ({e.strerror or e}): "
+                                 "nothing of this request was logged or decided; retry when there is room", None,
+                                 "log_unwritable") from None
 
     def add(self, turns: Sequence[dict[str, Any]], write: dict[str, Any] | None = None) -> None:
         """Append new turns (and a judged write) and remember them."""
@@ -237,9 +260,9 @@ class Gate:
         if not isinstance(turns, list):
             raise ServeError(422, "must be a list of turns", where)
         held = self.log.turns.get(conv, [])
-        if len(held) + len(turns) > self.limits.max_turns:
-            raise ServeError(413, f"conversation {conv!r} would hold {len(held) + len(turns)} turns, over the "
-                             f"gate's limit of {self.limits.max_turns} (--max-turns)", where, "too_large")
+        if len(turns) > self.limits.max_turns:  # before any work: the request alone is over the limit
+            raise ServeError(413, f"conversation {conv!r} would hold more than {self.limits.max_turns} turns, the "
+                             "gate's limit (--max-turns)", where, "too_large")
         by_id = {t["turn_id"]: t for t in held}
         order = held[-1]["order"] if held else -1
         out: list[dict[str, Any]] = []
@@ -253,10 +276,8 @@ class Gate:
                                  f"{at}.conversation_id")
             tid = row.get("turn_id")
             if isinstance(tid, str) and tid in by_id:
-                old = by_id[tid]
-                if any(row.get(k, old.get(k)) != old.get(k) for k in ("speaker", "text", "time")):
-                    raise ServeError(409, f"turn {tid!r} of conversation {conv!r} differs from the one the gate "
-                                     "already holds (turns are never rewritten)", at, "conflict")
+                _check(check_rows("request", [{"order": by_id[tid]["order"], **row}]), {1: at})  # its fields' types
+                self._same_turn(by_id[tid], row, conv, at)
                 continue
             if "order" not in row:
                 row["order"] = order + 1
@@ -268,11 +289,26 @@ class Gate:
             if isinstance(tid, str):
                 by_id[tid] = row
             out.append(row)
+        if len(held) + len(out) > self.limits.max_turns:
+            raise ServeError(413, f"conversation {conv!r} would hold {len(held) + len(out)} turns, over the "
+                             f"gate's limit of {self.limits.max_turns} (--max-turns)", where, "too_large")
         return out
 
-    def add_turns(self, body: dict[str, Any]) -> dict[str, Any]:
+    @staticmethod
+    def _same_turn(old: dict[str, Any], row: dict[str, Any], conv: str, at: str) -> None:
+        """A held turn sent again must be the same turn: every field it sends, as held."""
+        changed = sorted(k for k in row if k != "type" and row[k] != old.get(k))
+        if changed:
+            raise ServeError(409, f"turn {old['turn_id']!r} of conversation {conv!r} differs from the one the gate "
+                             f"already holds in {', '.join(changed)} (turns are never rewritten)", at, "conflict")
+
+    def add_turns(self, body: dict[str, Any], started: Callable[[], bool] = lambda: True) -> dict[str, Any]:
+        """Add a conversation's turns; `started()` False means the caller gave up before the work
+        began (nothing logged)."""
         conv = _conv(body, "conversation_id")
         new = self.new_turns(conv, body.get("turns"), "turns")
+        if not started():
+            raise ServeError(504, "timed out waiting for the gate", None, "timeout")
         self.log.add(new)
         return {"conversation_id": conv, "added": len(new), "turns": len(self.log.turns.get(conv, []))}
 
@@ -293,7 +329,8 @@ class Gate:
         wid = write["write_id"]
         if isinstance(wid, str) and wid in self.log.decisions:  # a retry: the recorded answer, not a new one
             old = self.log.decisions[wid]
-            if old.get("conversation_id") != conv or old.get("text") != write.get("text"):
+            if (old.get("conversation_id"), old.get("text"), old.get("citations") or []) != (
+                    conv, write.get("text"), write.get("citations") or []):
                 raise ServeError(409, f"write {wid!r} was already judged with other content; a write_id names one "
                                  "write", "write.write_id", "conflict")
             return {**_answer(old), "replayed": True}
@@ -400,13 +437,24 @@ async def _body_of(request: Any, max_body: int) -> dict[str, Any]:
             raise ServeError(413, f"the request body is over the gate's limit of {max_body} bytes "
                              "(--max-body)", None, "too_large")
         chunks.append(chunk)
-    try:
-        body = orjson.loads(b"".join(chunks))
-    except orjson.JSONDecodeError as e:
-        raise ServeError(400, f"the body is not JSON: {e}", None, "bad_json") from None
-    if not isinstance(body, dict):
-        raise ServeError(422, "the body must be a JSON object", None)
+    body, problem = parse_object(b"".join(chunks), "request body")
+    if problem is not None:  # the decision log's own rules: what is logged, a restart can read
+        if problem.code in ("invalid_json", "truncated_line", "utf8"):
+            raise ServeError(400, f"the body is not JSON: {problem.message}", None, "bad_json")
+        raise ServeError(422, problem.message, problem.field, problem.code)
+    assert body is not None
+    _normalise(body)
     return body
+
+
+def _normalise(body: dict[str, Any]) -> None:
+    """Ids in NFC at the door, as the log reader reads them: NFC-equal ids name one turn or write."""
+    normalise_ids(body, "request")
+    for t in body.get("turns") if isinstance(body.get("turns"), list) else ():
+        if isinstance(t, dict):
+            normalise_ids(t, "turn")
+    if isinstance(body.get("write"), dict):
+        normalise_ids(body["write"], "write")
 
 
 class _Service:
@@ -421,8 +469,10 @@ class _Service:
     def authorised(self, request: Any) -> bool:
         if self.token is None:
             return True
-        got = request.headers.get("authorization", "")
-        return hmac.compare_digest(got.encode(), f"Bearer {self.token}".encode())
+        scheme, _, got = request.headers.get("authorization", "").partition(" ")
+        # the header's bytes as sent (Starlette reads headers as latin-1) against the token's UTF-8
+        return scheme.lower() == "bearer" and hmac.compare_digest(got.strip().encode("latin-1"),
+                                                                  self.token.encode("utf-8"))
 
     def _refuse_when_busy(self) -> None:
         limits = self.gate.limits
@@ -491,7 +541,7 @@ class _Service:
         return _reply(self.gate.config())
 
     async def turns(self, request: Any) -> Any:
-        return await self.judged(self.gate.add_turns, await _body_of(request, self.gate.limits.max_body), False)
+        return await self.judged(self.gate.add_turns, await _body_of(request, self.gate.limits.max_body), True)
 
     async def admit(self, request: Any) -> Any:
         return await self.judged(self.gate.admit, await _body_of(request, self.gate.limits.max_body), True)

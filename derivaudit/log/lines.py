@@ -143,45 +143,47 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
             raise LogError([Problem(f, None, None, "unreadable", f"gzip-compressed but damaged ({e})")]) from None
 
 
+def parse_object(raw: bytes, f: str, n: int | None = None, ended: bool = True
+                 ) -> tuple[dict[str, Any] | None, Problem | None]:
+    """One JSON object by the log's rules (UTF-8, an object, at most MAX_DEPTH levels deep, no key
+    twice in one object), as (object, None) or (None, the problem). `ended` False: the line had no
+    final newline, so invalid JSON there reads as a cut-off last line. The gate reads its requests
+    by the same rules, so what it logs its own restart can read."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, Problem(f, n, None, "utf8", f"not valid UTF-8 (byte {e.start}: {e.reason})")
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        if not ended:
+            return None, Problem(f, n, None, "truncated_line", "last line is cut off (not valid JSON and no final "
+                                 "newline): was the export interrupted?")
+        if "recursion" in str(e):
+            return None, Problem(f, n, None, "too_deep", f"nested more than {MAX_DEPTH} levels deep")
+        return None, Problem(f, n, None, "invalid_json", f"invalid JSON: {e}")
+    if not isinstance(obj, dict):
+        got = _JSON_TYPES.get(type(obj), type(obj).__name__)
+        return None, Problem(f, n, None, "not_object", f"expected a JSON object, got {got}")
+    depth, keys = _shape(obj)
+    if depth > MAX_DEPTH:
+        return None, Problem(f, n, None, "too_deep", f"nested more than {MAX_DEPTH} levels deep")
+    if len(_KEY_END.findall(raw)) > keys:
+        dup = _duplicate_key(raw)
+        if dup is not None:
+            return None, Problem(f, n, dup, "duplicate_key", "the same key twice in one object (JSON readers "
+                                 "disagree on which value wins)")
+    return obj, None
+
+
 def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, Problem | None]]:
     """Yield (line number, object, problem) for each non-blank line of a JSONL file, streaming
     (memory does not grow with the file; gzip is read transparently)."""
     f = str(path)
     for n, raw, ended in _raw_lines(path):
-        if not raw.strip():
-            continue
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            yield n, None, Problem(f, n, None, "utf8", f"not valid UTF-8 (byte {e.start}: {e.reason})")
-            continue
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            if not ended:
-                yield n, None, Problem(f, n, None, "truncated_line",
-                                       "last line is cut off (not valid JSON and no final newline): "
-                                       "was the export interrupted?")
-            elif "recursion" in str(e):
-                yield n, None, Problem(f, n, None, "too_deep", f"nested more than {MAX_DEPTH} levels deep")
-            else:
-                yield n, None, Problem(f, n, None, "invalid_json", f"invalid JSON: {e}")
-            continue
-        if not isinstance(obj, dict):
-            got = _JSON_TYPES.get(type(obj), type(obj).__name__)
-            yield n, None, Problem(f, n, None, "not_object", f"expected a JSON object, got {got}")
-            continue
-        depth, keys = _shape(obj)
-        if depth > MAX_DEPTH:
-            yield n, None, Problem(f, n, None, "too_deep", f"nested more than {MAX_DEPTH} levels deep")
-            continue
-        if len(_KEY_END.findall(raw)) > keys:
-            dup = _duplicate_key(raw)
-            if dup is not None:
-                yield n, None, Problem(f, n, dup, "duplicate_key", "the same key twice in one object (JSON "
-                                       "readers disagree on which value wins)")
-                continue
-        yield n, obj, None
+        if raw.strip():
+            obj, problem = parse_object(raw, f, n, ended)
+            yield n, obj, problem
 
 
 def read_objects(path: str | Path) -> list[tuple[int, dict[str, Any] | None, Problem | None]]:

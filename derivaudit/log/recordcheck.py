@@ -171,16 +171,17 @@ def _record_problems(f: str, n: int, obj: dict[str, Any], kind: str, first: int)
     return errs
 
 
-def _normalise_ids(obj: dict[str, Any], kind: str) -> None:
-    """Ids compare after NFC: a decomposed é cites the same turn as a composed one."""
+def normalise_ids(obj: dict[str, Any], kind: str) -> None:
+    """Ids compare after NFC: a decomposed é cites the same turn as a composed one. In place; a
+    value of the wrong type is left for the schema check to name."""
     for fld in ID_FIELDS:
         v = obj.get(fld)
         if isinstance(v, str) and not v.isascii():
             obj[fld] = unicodedata.normalize("NFC", v)
-    if kind in ("write", "operation") and obj.get("citations"):
-        obj["citations"] = [unicodedata.normalize("NFC", c) for c in obj["citations"]]
-    if kind == "write" and obj.get("supersedes"):
-        obj["supersedes"] = [unicodedata.normalize("NFC", c) for c in obj["supersedes"]]
+    for fld in ("citations", "supersedes"):
+        v = obj.get(fld)
+        if kind in ("write", "operation") and isinstance(v, list):
+            obj[fld] = [unicodedata.normalize("NFC", c) if isinstance(c, str) else c for c in v]
 
 
 def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem | None]],
@@ -203,7 +204,7 @@ def _records(f: str, items: Iterable[tuple[int, dict[str, Any] | None, Problem |
         if errs := _record_problems(f, n, obj, kind, first):
             problems.extend(errs)
             continue
-        _normalise_ids(obj, kind)
+        normalise_ids(obj, kind)
         src = Source(f, n)
         if kind == "turn":
             yield Turn(

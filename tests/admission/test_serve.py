@@ -392,3 +392,198 @@ def test_memory_text_is_escaped_in_the_log_and_the_answer(tmp_path):
     assert "\u202e".encode() not in wire and b"\\u202e" in wire
     assert json.loads(wire)["parts"][0]["text"] == hostile
     assert load_log(path).writes[0].text == hostile  # the text itself is unchanged
+
+
+# ---------------------------------------------------------------- the decision log stays the gate's own
+
+
+def _post(url: str, path: str, body: bytes | dict, token: str | None = None) -> tuple[int, dict]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    status, doc, _ = raw(url + path, data, token)
+    return status, doc
+
+
+def _gate_process(log: Path, delay: float = 0.0):
+    """gate_server.py as a process of its own on a free port: (process, base URL)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "gate_server.py"), str(log), str(port), str(delay)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            Client(url, timeout=2).health()
+            return proc, url
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise
+            time.sleep(0.1)
+
+
+def _nested(depth: int) -> dict:
+    d: dict = {}
+    for _ in range(depth - 1):
+        d = {"k": d}
+    return d
+
+
+def test_no_request_makes_the_decision_log_unreadable_by_a_restarted_gate(tmp_path):
+    """Requests are read by the log reader's own rules (depth, duplicate keys, NFC ids) before
+    anything is logged; after all of them the gate restarts on its log."""
+    path = tmp_path / "d.jsonl"
+    proc, url = _gate_process(path)
+    try:
+        turn = {"turn_id": "t1", "speaker": "Alex", "text": "I moved to Boston in May."}
+        assert _post(url, "/v1/turns", {"conversation_id": "c", "turns": [turn]})[0] == 200
+        write = {"write_id": "w", "conversation_id": "c", "text": "Alex moved to Boston.", "citations": ["t1"]}
+        for depth in (66, 300):  # the write itself is 2 levels, meta adds the rest
+            status, doc = _post(url, "/v1/admit", {"write": {**write, "meta": _nested(depth)}})
+            assert (status, doc["error"]["code"]) == (422, "too_deep"), doc
+        twice = b'{"write": {"write_id": "w", "conversation_id": "c", "text": "a", "text": "Alex moved.", ' \
+                b'"citations": ["t1"]}}'
+        status, doc = _post(url, "/v1/admit", twice)
+        assert (status, doc["error"]["code"], doc["error"]["field"]) == (422, "duplicate_key", "text")
+        # NFC-equal ids name one thing: a composed and a decomposed é
+        assert _post(url, "/v1/turns", {"conversation_id": "caf\u00e9", "turns": [turn]})[1]["added"] == 1
+        status, doc = _post(url, "/v1/turns", {"conversation_id": "cafe\u0301", "turns": [turn]})
+        assert (status, doc["added"], doc["turns"]) == (200, 0, 1)
+        status, doc = _post(url, "/v1/turns", {"conversation_id": "c", "turns": [{**turn, "turn_id": "\u00e9"}]})
+        assert (status, doc["added"]) == (200, 1)
+        status, doc = _post(url, "/v1/turns", {"conversation_id": "c", "turns": [
+            {**turn, "turn_id": "e\u0301", "text": "Another text."}]})
+        assert (status, doc["error"]["code"]) == (409, "conflict")
+        first = _post(url, "/v1/admit", {"write": {**write, "write_id": "w\u00e9"}})
+        again = _post(url, "/v1/admit", {"write": {**write, "write_id": "we\u0301"}})
+        assert first[0] == again[0] == 200 and again[1]["replayed"] and again[1]["write_id"] == "w\u00e9"
+        status, doc = _post(url, "/v1/admit", {"write": {**write, "conversation_id": "cafe\u0301"}})
+        assert status == 200, doc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    reopened = open_gate(point(), RuleBackend(), path)  # the restart reads every line it wrote
+    reopened.log.close()
+    assert sorted(reopened.log.decisions) == ["w", "w\u00e9"]
+    assert [t["turn_id"] for t in reopened.log.turns["c"]] == ["t1", "\u00e9"]
+    assert list(reopened.log.turns) == ["c", "caf\u00e9"]
+
+
+def test_a_write_id_or_turn_sent_again_must_be_the_same_write_or_turn(tmp_path):
+    gate = open_gate(point(), RecordRule(), tmp_path / "d.jsonl", Limits(max_turns=3))
+    turns = [{"turn_id": "t1", "speaker": "Alex", "text": "I moved to Boston in May."},
+             {"turn_id": "t2", "speaker": "Alex", "text": "The job starts in June."}]
+    with served(gate) as url:
+        assert _post(url, "/v1/turns", {"conversation_id": "c", "turns": turns})[1]["added"] == 2
+        for change, code in (({"order": 7}, 409), ({"session": "2"}, 409), ({"meta": {"x": 1}}, 409),
+                             ({"colour": "red"}, 422), ({"order": "zz"}, 422)):
+            status, doc = _post(url, "/v1/turns", {"conversation_id": "c", "turns": [{**turns[0], **change}]})
+            assert (status, doc["error"]["field"].split(".")[0]) == (code, "turns[0]"), (change, doc)
+        # held turns sent again are not new: 2 held + 2 resent + 1 new is 3 turns, within --max-turns 3
+        status, doc = _post(url, "/v1/turns", {"conversation_id": "c", "turns": [
+            *turns, {"turn_id": "t3", "speaker": "Alex", "text": "I start on Monday."}]})
+        assert (status, doc["added"], doc["turns"]) == (200, 1, 3)
+        write = {"write_id": "w", "conversation_id": "c", "text": "Alex moved to Boston.", "citations": ["t1"]}
+        assert _post(url, "/v1/admit", {"write": write})[0] == 200
+        status, doc = _post(url, "/v1/admit", {"write": {**write, "citations": ["t2"]}})
+        assert (status, doc["error"]["code"]) == (409, "conflict")
+        assert _post(url, "/v1/admit", {"write": write})[1]["replayed"]
+
+
+def test_turns_answered_504_were_not_logged(tmp_path):
+    path = tmp_path / "d.jsonl"
+    gate = open_gate(point(), Slow(1.5), path, Limits(timeout=0.3))
+    turns = [{"turn_id": "t1", "speaker": "Alex", "text": "I moved to Boston in May."}]
+    with served(gate) as url:
+        Client(url).add_turns("c", turns)
+        slow = threading.Thread(target=lambda: _post(url, "/v1/admit", {"write": {
+            "write_id": "w", "conversation_id": "c", "text": "Alex moved.", "citations": ["t1"]}}))
+        slow.start()
+        time.sleep(0.1)  # the judge is busy with the write: the turns wait behind it past their deadline
+        status, doc = _post(url, "/v1/turns", {"conversation_id": "late", "turns": turns})
+        assert status == 504 and "not" in doc["error"]["message"], doc
+        slow.join()
+        time.sleep(1.6)  # the queued turns job has run by now (and found it was given up)
+    assert "late" not in {c for c in load_log(path).conversations}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link_to_dev_null", "directory"])
+def test_a_log_that_is_not_a_regular_file_is_refused_naming_it(tmp_path, kind):
+    path = tmp_path / "d.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/null")
+    with pytest.raises(ValueError, match=f"{path}.*not a regular file"):
+        open_gate(point(), RuleBackend(), path)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 192 KiB tmpfs, where the test may mount one (root on Linux); else the test is skipped."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(where)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    yield where
+    subprocess.run(["umount", str(where)], capture_output=True)
+
+
+def test_a_full_disk_loses_no_answered_decision_and_leaves_no_partial_line(tiny_disk):
+    path = tiny_disk / "d.jsonl"
+    gate = open_gate(point(), RecordRule(), path)
+    answered, refused = [], []
+    with served(gate) as url:
+        Client(url).add_turns("c", [{"turn_id": "t1", "speaker": "Alex", "text": "I moved to Boston in May."}])
+        for i in range(2000):
+            status, doc = _post(url, "/v1/admit", {"write": {"write_id": f"w{i}", "conversation_id": "c",
+                                                             "text": f"Alex moved to Boston {'x' * 200} {i}.",
+                                                             "citations": ["t1"]}})
+            if status == 200:
+                answered.append(doc["write_id"])
+            else:
+                refused.append((status, doc["error"]["code"], doc["error"]["message"]))
+                if len(refused) >= 3:
+                    break
+    assert answered and refused and all(r[:2] == (507, "log_unwritable") for r in refused), refused[:1]
+    assert "nothing of this request was logged" in refused[0][2]
+    assert path.read_bytes().endswith(b"\n")  # the service closed its log on shutdown
+    reopened = open_gate(point(), RuleBackend(), path)
+    reopened.log.close()
+    assert sorted(reopened.log.decisions) == sorted(answered)
+
+
+def test_the_token_is_compared_as_sent_and_the_scheme_in_any_case(replayed, tmp_path):
+    token = "t\u00f8ken-s3cret-0123456789"
+    gate = open_gate(operating_point(replayed), RuleBackend(), tmp_path / "d.jsonl")
+    with served(gate, token=token) as url:
+        def health_of(auth: bytes) -> int:
+            req = urllib.request.Request(url + "/v1/config")
+            req.add_header("Authorization", auth)
+            try:
+                with urllib.request.urlopen(req) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+
+        assert health_of(b"Bearer " + token.encode("utf-8")) == 200
+        assert health_of(b"bearer " + token.encode("utf-8")) == 200
+        assert health_of(b"Bearer " + token.encode("latin-1")) == 401
+        assert health_of(b"Basic " + token.encode("utf-8")) == 401
+
+
+def test_a_second_torn_tail_is_kept_beside_the_first(tmp_path):
+    path = tmp_path / "d.jsonl"
+    gate = open_gate(point(), RuleBackend(), path)
+    gate.log.close()
+    for torn in (b'{"type": "turn", "conver', b'{"type": "write", "wri'):
+        with path.open("ab") as f:
+            f.write(torn)
+        open_gate(point(), RuleBackend(), path).log.close()
+    assert (tmp_path / "d.jsonl.torn").read_bytes() == b'{"type": "turn", "conver'
+    assert (tmp_path / "d.jsonl.torn.1").read_bytes() == b'{"type": "write", "wri'
