@@ -200,7 +200,7 @@ def test_cache_export_then_import_warms_another_home_and_bad_files_add_nothing(t
     row = orjson.loads(good[1])
     cases = {"key": [good[0], good[1], json.dumps({**row, "key": "c" * 64}), json.dumps({**row, "key": "nothex"})],
              "model": [good[0], json.dumps({**row, "key": "d" * 64, "model": 3})],
-             "not JSON": [good[0], "{oops"],
+             "invalid JSON": [good[0], "{oops"],
              "format": [good[1]]}
     monkeypatch.setenv("DERIVAUDIT_HOME", str(tmp_path / "three"))
     for field, rows in cases.items():
@@ -208,9 +208,9 @@ def test_cache_export_then_import_warms_another_home_and_bad_files_add_nothing(t
         r = run("cache", "import", bad)
         assert r.exit_code == 2 and f"bad.jsonl:{len(rows)}" in r.output and field in r.output, r.output
         assert "Traceback" not in r.output
-    (tmp_path / "broken.jsonl.gz").write_bytes(b"plain text, no gzip stream\n")
+    (tmp_path / "broken.jsonl.gz").write_bytes(b"\x1f\x8b plain text after a gzip magic\n")
     r = run("cache", "import", tmp_path / "broken.jsonl.gz")
-    assert r.exit_code == 2 and "not a readable gzip file" in r.output
+    assert r.exit_code == 2 and "gzip-compressed but damaged" in r.output
     (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress((tmp_path / "m1.jsonl").read_bytes())[:-12])
     r = run("cache", "import", tmp_path / "cut.jsonl.gz")  # its last line is cut: refused as a whole
     assert r.exit_code == 2 and "nothing was imported" in r.output

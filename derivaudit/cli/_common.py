@@ -23,6 +23,7 @@ from ..log.io import LogError, OutputError, atomic_writer, check_output, load_lo
 from ..log.records import MemoryLog, Problem
 from ..log.validation import bad_records
 from ..models import BACKENDS, DEFAULT_BACKEND, DEFAULT_MODEL, ROLES, backend_choices
+from ..models.cache import CacheFileError
 from ..report import FORMATS as REPORT_FORMATS
 from ..report.readpath import READPATH_FORMATS
 from ..runs.folder import RunError
@@ -102,6 +103,8 @@ def handles_bad_input(fn: F) -> F:
             err.print(f"[red]{len(e.problems)} problem(s); nothing was processed.[/red] {hint}")
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except RunError as e:
+            _bad(str(e))
+        except CacheFileError as e:  # a damaged result cache, whichever command opened it
             _bad(str(e))
 
     return wrapper  # type: ignore[return-value]

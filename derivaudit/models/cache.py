@@ -8,50 +8,87 @@ a busy timeout lets several processes read and write one cache file without corr
 
 from __future__ import annotations
 
-import gzip
+import contextlib
 import hashlib
 import re
 import sqlite3
 import time
-import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ..log.lines import read_objects
+from ..log.records import LogError
 from ..paths import cache_path
+from ..safe import dumps
 from .base import DEFAULT_TOP_K, YES_NO, Backend, Prompt, Score
 
 CACHE_VERSION = 1
 EXPORT_FORMAT = "derivaudit-cache"  # the header's "format" of an exported cache file
 _KEY = re.compile(r"[0-9a-f]{64}")
 _FIELDS = {"key": str, "kind": str, "backend": str, "model": str, "created": (int, float)}
+_SCORE_FIELDS = {"logodds", "logp_yes", "logp_no", "bounded", "error", "k", "top"}
 
 
 class CacheFileError(ValueError):
-    """An exported cache file that cannot be imported (the message names file, line and field)."""
+    """An exported cache file that cannot be imported, or a damaged cache database (the message
+    names the file, and the line and field where there is one)."""
 
 
-def _lines(fh: Any, path: Path) -> Any:
-    """The file's lines; a damaged gzip stream is a bad file, not a crash."""
+@contextlib.contextmanager
+def _guard(path: Path) -> Iterator[None]:
+    """A cache file that is not a SQLite database (or a damaged one) is named with what to do; a
+    locked or read-only one stays the OperationalError the commands explain."""
     try:
-        yield from fh
-    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        raise CacheFileError(f"{path}: not a readable gzip file ({e})") from None
+        yield
+    except sqlite3.OperationalError:
+        raise
+    except sqlite3.DatabaseError as e:
+        raise CacheFileError(f"{path}: the result cache is damaged ({e}); it holds only answers that can be "
+                             f"computed again: remove it (`rm {path}*`) and run again") from None
+
+
+def _score_problem(v: Any) -> str | None:
+    if not isinstance(v, dict) or not set(v) <= _SCORE_FIELDS or "logodds" not in v:
+        return f"a score is an object with logodds and some of {', '.join(sorted(_SCORE_FIELDS - {'logodds'}))}"
+    for f in ("logodds", "logp_yes", "logp_no"):
+        if v.get(f) is not None and (not isinstance(v[f], int | float) or isinstance(v[f], bool)):
+            return f"{f}: a number or null, not {v[f]!r:.40}"
+    if (v["logodds"] is None) != isinstance(v.get("error"), str):
+        return "logodds is null exactly when error (a string) is set"
+    if not isinstance(v.get("bounded", False), bool) or not isinstance(v.get("k", 1), int):
+        return "bounded: true or false; k: an integer"
+    top = v.get("top", [])
+    if not isinstance(top, list) or not all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str)
+                                            and isinstance(x[1], int | float) for x in top):
+        return "top: a list of [token, log-probability] pairs"
+    return None
+
+
+def value_problem(kind: str, value: Any) -> str | None:
+    """What is wrong with a cached value of `kind` (None when it is what that kind of call returns):
+    a value read from an export must be usable where a scan will read it."""
+    if kind == "generate":
+        return None if isinstance(value, str) else "a generated answer is a string"
+    if kind == "score":
+        return _score_problem(value)
+    return "kind: score or generate"
 
 
 class ResultCache:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else cache_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA busy_timeout=60000")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, kind TEXT NOT NULL, backend TEXT NOT NULL,"
-            " model TEXT NOT NULL, value BLOB NOT NULL, created REAL NOT NULL)"
-        )
+        with _guard(self.path):
+            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA busy_timeout=60000")
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, kind TEXT NOT NULL, backend TEXT NOT NULL,"
+                " model TEXT NOT NULL, value BLOB NOT NULL, created REAL NOT NULL)"
+            )
 
     @staticmethod
     def key(identity: dict[str, Any], kind: str, payload: dict[str, Any]) -> str:
@@ -61,17 +98,18 @@ class ResultCache:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
-        for start in range(0, len(keys), 500):
-            chunk = list(keys[start : start + 500])
-            q = f"SELECT key, value FROM results WHERE key IN ({','.join('?' * len(chunk))})"
-            for k, v in self.db.execute(q, chunk):
-                found[k] = orjson.loads(v)
+        with _guard(self.path):
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                q = f"SELECT key, value FROM results WHERE key IN ({','.join('?' * len(chunk))})"
+                for k, v in self.db.execute(q, chunk):
+                    found[k] = orjson.loads(v)
         return found
 
     def put_many(self, rows: Sequence[tuple[str, str, str, str, Any]]) -> None:
         """rows: (key, kind, backend, model, value)."""
         now = time.time()
-        with self.db:  # one transaction
+        with _guard(self.path), self.db:  # one transaction
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(
                 "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)",
@@ -79,9 +117,10 @@ class ResultCache:
             )
 
     def stats(self) -> dict[str, Any]:
-        rows = self.db.execute(
-            "SELECT backend, model, kind, COUNT(*) FROM results GROUP BY backend, model, kind ORDER BY 4 DESC"
-        ).fetchall()
+        with _guard(self.path):
+            rows = self.db.execute(
+                "SELECT backend, model, kind, COUNT(*) FROM results GROUP BY backend, model, kind ORDER BY 4 DESC"
+            ).fetchall()
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
         return {
             "path": str(self.path),
@@ -101,10 +140,11 @@ class ResultCache:
         if model:
             q, args = q + " WHERE model LIKE ?", (f"%{model}%",)
         n = 0
-        for k, kind, b, m, v, created in self.db.execute(q + " ORDER BY key", args):
-            fh.write(orjson.dumps({"key": k, "kind": kind, "backend": b, "model": m, "value": orjson.loads(v),
-                                   "created": created}) + b"\n")
-            n += 1
+        with _guard(self.path):
+            for k, kind, b, m, v, created in self.db.execute(q + " ORDER BY key", args):
+                fh.write(dumps({"key": k, "kind": kind, "backend": b, "model": m, "value": orjson.loads(v),
+                                "created": created}) + b"\n")  # generated text made inert, as in every output
+                n += 1
         return n
 
     def import_file(self, path: str | Path) -> tuple[int, int]:
@@ -112,44 +152,45 @@ class ResultCache:
         this cache: (read, added). An entry this cache already holds is kept as it is. The whole file
         is checked before anything is written: a bad line raises CacheFileError and adds nothing."""
         path = Path(path)
-        opener = gzip.open if path.suffix == ".gz" else open
         rows: list[tuple[str, str, str, str, bytes, float]] = []
+        try:  # the log reader's limits: line length, inflated size and ratio (MAX_LINE_BYTES, ...)
+            items = read_objects(path)
+        except LogError as e:
+            raise CacheFileError(str(e.problems[0])) from None
         n = 0
-        with opener(path, "rb") as fh:
-            for n, line in enumerate(_lines(fh, path), 1):
-                where = f"{path}:{n}"
-                try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError as e:
-                    raise CacheFileError(f"{where}: not JSON ({e})") from None
-                if not isinstance(obj, dict):
-                    raise CacheFileError(f"{where}: expected a JSON object")
-                if n == 1:
-                    if obj.get("type") != "header" or obj.get("format") != EXPORT_FORMAT:
-                        raise CacheFileError(f"{where}: format: not a derivaudit cache export (its first line "
-                                             f"must be the header written by `derivaudit cache export`)")
-                    if obj.get("cache_version") != CACHE_VERSION:
-                        raise CacheFileError(f"{where}: cache_version: {obj.get('cache_version')!r}, this "
-                                             f"derivaudit reads {CACHE_VERSION}")
-                    continue
-                for f, t in _FIELDS.items():
-                    if not isinstance(obj.get(f), t) or isinstance(obj.get(f), bool):
-                        raise CacheFileError(f"{where}: {f}: missing or not a {getattr(t, '__name__', 'number')}")
-                if not _KEY.fullmatch(obj["key"]):
-                    raise CacheFileError(f"{where}: key: not a SHA-256 hex digest")
-                if "value" not in obj:
-                    raise CacheFileError(f"{where}: value: missing")
-                rows.append((obj["key"], obj["kind"], obj["backend"], obj["model"], orjson.dumps(obj["value"]),
-                             float(obj["created"])))
+        for i, (n, obj, problem) in enumerate(items):
+            where = f"{path}:{n}"
+            if problem is not None:
+                raise CacheFileError(str(problem))
+            assert obj is not None
+            if i == 0:
+                if obj.get("type") != "header" or obj.get("format") != EXPORT_FORMAT:
+                    raise CacheFileError(f"{where}: format: not a derivaudit cache export (its first line "
+                                         f"must be the header written by `derivaudit cache export`)")
+                if obj.get("cache_version") != CACHE_VERSION:
+                    raise CacheFileError(f"{where}: cache_version: {obj.get('cache_version')!r}, this "
+                                         f"derivaudit reads {CACHE_VERSION}")
+                continue
+            for f, t in _FIELDS.items():
+                if not isinstance(obj.get(f), t) or isinstance(obj.get(f), bool):
+                    raise CacheFileError(f"{where}: {f}: missing or not a {getattr(t, '__name__', 'number')}")
+            if not _KEY.fullmatch(obj["key"]):
+                raise CacheFileError(f"{where}: key: not a SHA-256 hex digest")
+            if "value" not in obj:
+                raise CacheFileError(f"{where}: value: missing")
+            if why := value_problem(obj["kind"], obj["value"]):
+                raise CacheFileError(f"{where}: value: not what a {obj['kind']!r} call returns ({why})")
+            rows.append((obj["key"], obj["kind"], obj["backend"], obj["model"], orjson.dumps(obj["value"]),
+                         float(obj["created"])))
         if n == 0:
             raise CacheFileError(f"{path}: empty file (not a derivaudit cache export)")
-        with self.db:
+        with _guard(self.path), self.db:
             self.db.execute("BEGIN IMMEDIATE")
             cur = self.db.executemany("INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?)", rows)
         return len(rows), cur.rowcount  # rows inserted (an ignored one counts 0)
 
     def clear(self, model: str | None = None) -> int:
-        with self.db:
+        with _guard(self.path), self.db:
             if model:
                 cur = self.db.execute("DELETE FROM results WHERE model LIKE ?", (f"%{model}%",))
             else:
