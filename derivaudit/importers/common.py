@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..log.io import LogError
+from ..log.lines import limit
 from ..log.records import Problem
 
 if TYPE_CHECKING:
@@ -26,18 +27,40 @@ class ImportResult:
 
 
 def read_json(path: str | Path) -> Any:
-    """Read a whole JSON document, turning every failure into a LogError naming the file."""
+    """Read a whole JSON document within MAX_DOCUMENT_BYTES, turning every failure into a LogError
+    naming the file: what does not start like JSON (a device, random bytes) is refused at its
+    first byte, what is too large before it is all in memory."""
     p = Path(path)
+    f = str(p)
+    cap = limit("MAX_DOCUMENT_BYTES")
+    too_large = LogError([Problem(f, None, None, "too_large", f"is larger than {cap:,} bytes (MAX_DOCUMENT_BYTES; "
+                                  "set the environment variable to allow more)")])
+    chunks: list[bytes] = []
     try:
-        data = p.read_bytes()
+        with p.open("rb") as fh:
+            if p.is_file() and p.stat().st_size > cap:
+                raise too_large
+            total = 0
+            while chunk := fh.read(1 << 20):
+                if not chunks:
+                    start = chunk.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
+                    if start not in (b"{", b"[", b""):
+                        raise LogError([Problem(f, None, None, "invalid_json", "not a JSON document (it starts "
+                                                f"with byte 0x{start[0]:02x}, not {{ or [)")])
+                total += len(chunk)
+                if total > cap:
+                    raise too_large
+                chunks.append(chunk)
     except FileNotFoundError:
-        raise LogError([Problem(str(p), None, None, "file_not_found", "file does not exist")]) from None
+        raise LogError([Problem(f, None, None, "file_not_found", "file does not exist")]) from None
+    except IsADirectoryError:
+        raise LogError([Problem(f, None, None, "unreadable", "is a directory, not a file")]) from None
     except OSError as e:
-        raise LogError([Problem(str(p), None, None, "unreadable", f"cannot read: {e.strerror}")]) from None
+        raise LogError([Problem(f, None, None, "unreadable", f"cannot read: {e.strerror}")]) from None
     try:
-        return orjson.loads(data)
+        return orjson.loads(b"".join(chunks))
     except orjson.JSONDecodeError as e:
-        raise LogError([Problem(str(p), e.lineno, None, "invalid_json", f"invalid JSON: {e.msg}")]) from None
+        raise LogError([Problem(f, e.lineno, None, "invalid_json", f"invalid JSON: {e.msg}")]) from None
 
 
 def open_sqlite(path: str | Path, table: str, what: str) -> sqlite3.Connection:

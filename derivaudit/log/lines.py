@@ -36,6 +36,7 @@ _JSON_TYPES = {
 # the ratio, is refused with exit 2 before it can fill memory or run for hours. Override with the
 # environment variables of the same names.
 MAX_LINE_BYTES = 64 * 2**20  # one record
+MAX_DOCUMENT_BYTES = 2**30  # one whole JSON document (an importer's store export, an agent file)
 MAX_INFLATED_BYTES = 16 * 2**30  # what a .gz file may inflate to
 MAX_GZIP_RATIO = 200  # inflated / compressed; JSONL text compresses 5-20x, a bomb ~1000x
 GZIP_RATIO_FROM = 64 * 2**20  # the ratio is checked once this much has been inflated

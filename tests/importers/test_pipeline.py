@@ -522,3 +522,21 @@ def test_letta_memory_tool_commands(tmp_path):
     src.write_text(json.dumps(af))
     log, notes = run_import("letta", src, tmp_path / "r.jsonl")
     assert [(o.target, o.kind, o.last_seen_turn) for o in log.operations] == [("call-1", "delete", "t2")]
+
+
+@pytest.mark.parametrize("source", ["letta", "graphiti", "mem0", "locomo", "langgraph", "mem0-db", "openai-agents"])
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_an_endless_or_random_input_is_refused_at_once(tmp_path, source, device):
+    with pytest.raises(LogError) as e:
+        run_import(source, device, tmp_path / "out.jsonl")
+    assert e.value.problems[0].file == device and e.value.problems[0].code in ("invalid_json", "bad_format")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_document_over_the_size_limit_is_refused_before_it_is_read(tmp_path, fixtures, monkeypatch):
+    monkeypatch.setenv("MAX_DOCUMENT_BYTES", "1000")
+    with pytest.raises(LogError) as e:
+        run_import("letta", fixtures / "letta_agent.af", tmp_path / "out.jsonl")
+    assert e.value.problems[0].code == "too_large" and "MAX_DOCUMENT_BYTES" in e.value.problems[0].message
+    monkeypatch.setenv("MAX_DOCUMENT_BYTES", str(10**9))
+    assert run_import("letta", fixtures / "letta_agent.af", tmp_path / "out.jsonl")[0].writes
