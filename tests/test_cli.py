@@ -504,3 +504,28 @@ def test_an_option_marked_as_output_is_checked_whatever_its_name(tmp_path):
     r = runner.invoke(mini, ["convert", str(src), "--out", str(tmp_path)])  # a directory
     assert r.exit_code == 2 and not calls
     assert runner.invoke(mini, ["convert", str(src), "--out", str(tmp_path / "o.jsonl")]).exit_code == 0 and calls
+
+
+def test_a_file_of_the_run_is_never_a_commands_output(synth_run, tmp_path):
+    """Every file of a run folder is an input of the commands that read it: export, review sample
+    and report refuse to write over one, before any work, and leave it as it was."""
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(synth_run, folder)
+    labels = (folder / "labels.jsonl").read_bytes()
+    for args in (("export", folder, folder / "labels.jsonl"),
+                 ("review", "sample", folder, "-o", folder / "labels.jsonl"),
+                 ("report", folder, "--format", "json", "-o", folder / "meta.json"),
+                 ("export", folder, folder / "checksums.json")):
+        r = run(*args)
+        assert r.exit_code == 2 and "also an input" in r.output, (args, r.output)
+    assert (folder / "labels.jsonl").read_bytes() == labels
+    assert run("export", folder, folder / "labels.csv").exit_code == 0  # a new file in the folder is fine
+
+
+def test_an_output_folder_under_a_file_is_named_as_such(fixtures, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    r = run("families", "build", fixtures / "families.jsonl", "--log", fixtures / "padding.jsonl", "-o", blocker)
+    assert r.exit_code == 2 and "is a file, not a folder" in r.output, r.output

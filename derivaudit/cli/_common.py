@@ -27,6 +27,7 @@ from ..models.cache import CacheFileError
 from ..report import FORMATS as REPORT_FORMATS
 from ..report.readpath import READPATH_FORMATS
 from ..runs.folder import RunError
+from ..runs.folder import files as runs_files
 from ..safe import dumps as json_dumps
 from ..safe import escape
 
@@ -113,6 +114,8 @@ def handles_bad_input(fn: F) -> F:
 def _check_outputs(outputs: list[str], kwargs: dict[str, Any]) -> None:
     """Before any work: every output file can be written and is none of the inputs (the paths
     given to the command's other options and arguments), and no two outputs are one file."""
+    from ..runs.workspace import is_run
+
     inputs: list[Path] = []
     for k, v in kwargs.items():
         if k in outputs:
@@ -120,6 +123,8 @@ def _check_outputs(outputs: list[str], kwargs: dict[str, Any]) -> None:
         for x in v if isinstance(v, list) else [v]:
             if isinstance(x, Path):
                 inputs.append(x)
+                if x.is_dir() and is_run(x):  # a run folder: each of its files is an input
+                    inputs.extend(runs_files(x))
     outs = [kwargs[k] for k in outputs if isinstance(kwargs.get(k), Path)]
     for o in outs:
         check_output(o, inputs)
@@ -129,11 +134,19 @@ def _check_outputs(outputs: list[str], kwargs: dict[str, Any]) -> None:
                 raise OutputError(f"{b}: two outputs name the same file")
 
 
-def pick_run(run: Path | None) -> Path:
+def pick_run(run: Path | None, *outputs: Path | None) -> Path:
     """RUN as given, else the most recent run folder under ./runs/, said on stderr (RunError, exit
-    2, when there is none)."""
-    if run is not None:
-        return run
+    2, when there is none). `outputs`: the command's output files, refused when one is a file of the
+    run (every file of a run is an input of a command that reads it)."""
+    if run is None:
+        run = _latest_run()
+    for o in outputs:
+        if o is not None:
+            check_output(o, [run, *runs_files(run)])
+    return run
+
+
+def _latest_run() -> Path:
     from ..runs.workspace import RUNS, latest
 
     chosen, found = latest()

@@ -63,7 +63,7 @@ def review_sample(
     from ..review.obligations import ReviewError, sample
     from ..runs.folder import lock
 
-    run = pick_run(run)
+    run = pick_run(run, output)
     try:
         with lock(run):
             doc = (reference.sample(run, output, budget=budget, seed=seed, bom=bom) if budget is not None
@@ -300,7 +300,6 @@ def export(
     = Level.write,
 ) -> None:
     """Reference labels as CSV: ids, text, view, label, primitives of A, B and adjudicator, cited passages."""
-    from ..log.io import check_output
     from ..review.export import export_csv
     from ..runs.workspace import is_run
 
@@ -309,7 +308,7 @@ def export(
     if len(paths) == 1 and paths[0].is_dir() and is_run(paths[0]):
         _bad(f"{paths[0]} is a run folder: name the CSV file to write too, e.g. `derivaudit export {paths[0]} "
              "labels.csv`")
-    run, output = (paths[0], paths[1]) if len(paths) == 2 else (pick_run(None), paths[0])
-    check_output(output, [run])
+    run, output = (paths[0], paths[1]) if len(paths) == 2 else (pick_run(None, paths[0]), paths[0])
+    pick_run(run, output)
     n = export_csv(run, output, level.value)
     err.print(f"wrote {n} rows to {escape(str(output))}")

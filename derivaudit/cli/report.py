@@ -45,7 +45,7 @@ def report(
     from .. import report as rep
     from ..report.table import print_report
 
-    run = pick_run(run)
+    run = pick_run(run, output)
     try:
         doc = rep.build(run, min_confidence=min_confidence)
         if baseline is not None:

@@ -43,7 +43,7 @@ def _assemble(turns: list[Turn], writes: list[Write], problems: list[Problem], r
     read_ok = accept_reads(((r, read_problems(r, convs.get(r.conversation_id), stored)) for r in reads), problems)
     all_ids = {w.write_id for w in writes}
     ops = accept_operations(((o, operation_problems(o, convs.get(o.conversation_id), stored, all_ids))
-                             for o in operations), problems)
+                             for o in operations), problems, lambda o: op_point(o, convs[o.conversation_id]))
     return MemoryLog(conversations=convs, writes=kept, warnings=_id_warnings(convs, kept), reads=read_ok,
                      operations=ops)
 
@@ -83,12 +83,16 @@ def operation_problems(op: Operation, conv: Conversation | None, stored: Mapping
     return out
 
 
-def accept_operations(checked: Iterable[tuple[Operation, list[Problem]]], problems: list[Problem]) -> list[Operation]:
+def accept_operations(checked: Iterable[tuple[Operation, list[Problem]]], problems: list[Problem],
+                      point: Callable[[Operation], int] = lambda op: 0) -> list[Operation]:
     """Operations without problems, in input order, each id claimed once; a write is deleted at
-    most once (nothing acts on it after) and invalidated at most once."""
-    kept: list[Operation] = []
+    most once (nothing acts on it after) and invalidated at most once, in the order of the
+    operations' points (`point`: the order of an accepted operation's point), not of the file's
+    lines: what came first in the conversation is the one that stands."""
+    claimed = _claim(checked, problems, lambda o: o.operation_id, "operation")
+    refused: set[int] = set()
     done: dict[tuple[str, str], Operation] = {}  # (target, kind) -> the operation that did it
-    for op in _claim(checked, problems, lambda o: o.operation_id, "operation"):
+    for op in sorted(claimed, key=point):  # stable: one point keeps the input order
         gone = done.get((op.target, "delete"))
         again = done.get((op.target, op.kind))
         if gone is not None or again is not None:
@@ -96,10 +100,15 @@ def accept_operations(checked: Iterable[tuple[Operation, list[Problem]]], proble
             problems.append(_problem(op, "target", "target_deleted_twice" if gone else f"target_{op.kind}d_twice",
                                      f"write {op.target!r} was already {prev.kind}d by operation "
                                      f"{prev.operation_id!r} at {_where(prev.source)}"))
+            refused.add(id(op))
             continue
         done[(op.target, op.kind)] = op
-        kept.append(op)
-    return kept
+    return [op for op in claimed if id(op) not in refused]
+
+
+def op_point(op: Operation, conv: Conversation) -> int:
+    """The order of an accepted operation's point in its conversation."""
+    return conv.turns[conv.position[op.last_seen_turn]].order
 
 
 def point_order(rec: Write | Read, conv: Conversation) -> int:

@@ -47,7 +47,9 @@ def check_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
     folder = real.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+    if not folder.is_dir():
+        raise OutputError(f"{path}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
         raise OutputError(f"{path}: cannot write in {folder} (read-only or permission denied)")
     return real
 

@@ -28,6 +28,7 @@ from .history import (
     accept_writes,
     conversation,
     id_warnings,
+    op_point,
     operation_problems,
     point_order,
     read_problems,
@@ -191,8 +192,16 @@ class SpilledLog:
         stored = {w: (self._convs[self._group[s]], points[s]) for w, s in self._seq.items()}
         self.n_reads = self._check_at_points("reads", lambda r, conv: read_problems(r, conv, stored), accept_reads)
         all_ids = {w.write_id for _, w, _ in checked}
-        self.n_operations = self._check_at_points(
-            "operations", lambda o, conv: operation_problems(o, conv, stored, all_ids), accept_operations)
+        points_of: dict[int, int] = {}  # id(operation) -> the order of its point, for the accepted ones
+
+        def op_problems(o: Any, conv: Conversation | None) -> list[Problem]:
+            probs = operation_problems(o, conv, stored, all_ids)
+            if not probs and conv is not None:
+                points_of[id(o)] = op_point(o, conv)
+            return probs
+
+        self.n_operations = self._check_at_points("operations", op_problems, lambda checked, problems: (
+            accept_operations(checked, problems, lambda o: points_of[id(o)])))
         del checked
         self.problems.sort(key=lambda p: (p.file, p.line or 0))
         id_warnings("conversation_id", firsts, self.warnings)

@@ -144,6 +144,13 @@ def _checksums(run: Path) -> dict[str, Any]:
     return doc["files"]
 
 
+def files(run: str | Path) -> list[Path]:
+    """Every file of the run that a command may read: those its checksums name, and the checksums,
+    meta and lock files themselves (none of them may be a command's output)."""
+    run = Path(run)
+    return [run / n for n in sorted({*_checksums(run), CHECKSUMS, META, LOCK, REUSE})]
+
+
 def _record(run: Path, name: str, data: bytes, rows: int | None) -> None:
     files = _checksums(run)
     files[name] = {"rows": rows, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
