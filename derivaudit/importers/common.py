@@ -26,10 +26,13 @@ class ImportResult:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
+_JSON_START = {bytes([c]) for c in b'{["-0123456789tfn'}  # what a JSON document's first byte can be
+
+
 def read_json(path: str | Path) -> Any:
     """Read a whole JSON document within MAX_DOCUMENT_BYTES, turning every failure into a LogError
-    naming the file: what does not start like JSON (a device, random bytes) is refused at its
-    first byte, what is too large before it is all in memory."""
+    naming the file: what cannot start a JSON document (a device, random bytes) is refused at
+    its first byte, what is too large before it is all in memory."""
     p = Path(path)
     f = str(p)
     cap = limit("MAX_DOCUMENT_BYTES")
@@ -44,9 +47,9 @@ def read_json(path: str | Path) -> Any:
             while chunk := fh.read(1 << 20):
                 if not chunks:
                     start = chunk.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
-                    if start not in (b"{", b"[", b""):
+                    if start and start not in _JSON_START:
                         raise LogError([Problem(f, None, None, "invalid_json", "not a JSON document (it starts "
-                                                f"with byte 0x{start[0]:02x}, not {{ or [)")])
+                                                f"with byte 0x{start[0]:02x})")])
                 total += len(chunk)
                 if total > cap:
                     raise too_large

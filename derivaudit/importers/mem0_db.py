@@ -105,6 +105,11 @@ class _Scope:
     turns: list[tuple[float, str]] = field(default_factory=list)  # every kept message with a time, by time
     kept: int = 0  # messages of any role mem0 still keeps
     n_turns: int = 0  # turns imported, timed or not (turn ids m1, m2, ...)
+    damaged: set[float] = field(default_factory=set)  # instants of refused messages (a call lacks one)
+    damaged_all: bool = False  # a refused message without a readable time: any call may lack it
+
+    def damaged_near(self, t: float) -> bool:
+        return self.damaged_all or any(abs(d - t) <= TOLERANCE for d in self.damaged)
 
     def near(self, t: float) -> tuple[float, list[str]] | None:
         best = min(self.calls, key=lambda c: abs(c[0] - t), default=None)
@@ -165,7 +170,12 @@ class _Placement:
 
     def row(self, r: Any, t: float | None) -> None:
         rid, mid, text, event, created, updated, deleted, actor, role = r
-        ev, mid = str(event or "").upper(), str(mid or "")
+        if not isinstance(mid, str) or not mid.strip():
+            self.res.problems.append(Problem(self.f, None, f"history[{rid}].memory_id", "wrong_type" if mid is not None
+                                             else "missing_field", f"memory_id is {mid!r}; mem0 writes the "
+                                             "memory's id as text"))
+            return
+        ev = str(event or "").upper()
         if ev == "NONE":
             self.stats["none_events"] = self.stats.get("none_events", 0) + 1
             return
@@ -213,6 +223,8 @@ class _Placement:
         if scope is None:
             return self.unlinked(why)
         sc = self.by_scope.get(scope)
+        if sc is not None and sc.damaged_near(t):  # its call may lack a refused message: not placed
+            return self.unlinked("damaged_messages")
         call = sc.near(t) if sc else None
         prev = self.versions.get(mid, [])
         if call is not None:
@@ -305,12 +317,26 @@ def _messages(f: str, msgs: list[tuple], res: ImportResult, stats: dict[str, Any
     """The kept messages as turns, in save order per scope; one call per (scope, saved-at instant)."""
     by_scope: dict[str, _Scope] = {}
     timed = []
+    unplaced: list[float | None] = []  # refused messages of no readable scope: their instants
     for i, (scope, role, content, name, created) in enumerate(msgs):
+        if bad := _message_problems(f, i, scope, role, name, created):  # never guessed: a place in history
+            res.problems.extend(bad)
+            t = _instant(created) if isinstance(created, str) else None
+            if isinstance(scope, str) and scope.strip():
+                sc = by_scope.setdefault(scope, _Scope())
+                sc.kept += 1
+                if t is None:
+                    sc.damaged_all = True
+                else:
+                    sc.damaged.add(t)
+            else:
+                unplaced.append(t)
+            continue
         t = _instant(created)
-        timed.append((t is None, t or 0.0, i, scope, role, content, name, created))
+        timed.append((False, t or 0.0, i, scope, role, content, name, created))
     timed.sort()
     for untimed, t, i, scope, role, content, name, created in timed:
-        conv = str(scope or "default")
+        conv = str(scope)
         sc = by_scope.setdefault(conv, _Scope())
         sc.kept += 1
         if str(role or "").lower() == "system":
@@ -331,7 +357,28 @@ def _messages(f: str, msgs: list[tuple], res: ImportResult, stats: dict[str, Any
             sc.calls[-1][1].append(tid)
         else:
             sc.calls.append((t, [tid]))
+    for sc in by_scope.values():  # a refused message of unknown scope may belong to any of them
+        sc.damaged_all |= None in unplaced
+        sc.damaged |= {t for t in unplaced if t is not None}
     return by_scope
+
+
+def _message_problems(f: str, i: int, scope: Any, role: Any, name: Any, created: Any) -> list[Problem]:
+    """A saved message mem0 would not have written: its scope (the conversation), role (the speaker)
+    and time (its place) are what the import places it by, so none of them is guessed."""
+    out = []
+    if not isinstance(scope, str) or not scope.strip():
+        out.append(Problem(f, None, f"messages[{i}].session_scope", "wrong_type" if scope is not None
+                           else "missing_field", f"session_scope is {scope!r}; mem0 writes the scope's text"))
+    if not isinstance(role, str) or not role.strip():
+        out.append(Problem(f, None, f"messages[{i}].role", "wrong_type" if role is not None else "missing_field",
+                           f"role is {role!r}; mem0 writes user, assistant or system"))
+    if name is not None and not isinstance(name, str):
+        out.append(Problem(f, None, f"messages[{i}].name", "wrong_type", f"name is {name!r}; mem0 writes text"))
+    if not isinstance(created, str) or _instant(created) is None:
+        out.append(Problem(f, None, f"messages[{i}].created_at", "wrong_type" if not isinstance(created, str)
+                           else "bad_value", f"created_at is {created!r}; mem0 writes an ISO 8601 time"))
+    return out
 
 
 def _place(by_scope: dict[str, _Scope], t: float) -> tuple[str | None, str]:

@@ -244,21 +244,48 @@ def test_mem0_db_notes_say_when_a_call_was_truncated(tmp_path):
         run_import("mem0-db", db, tmp_path / "m.jsonl")
 
 
-def test_mem0_db_messages_without_a_time_keep_distinct_turn_ids(tmp_path):
+def _cited_texts(log):
+    """Each write as (conversation, text, the texts of its cited turns, its write point's text)."""
+    out = {}
+    for w in log.writes:
+        turns = {t.turn_id: t.text for t in log.conversations[w.conversation_id].turns}
+        out[w.write_id] = (w.conversation_id, w.text, tuple(turns[c] for c in w.citations), turns[w.last_seen_turn])
+    return out
+
+
+THIRD = "WHERE rowid = (SELECT MIN(rowid) FROM messages) + 2"
+
+
+@pytest.mark.parametrize(("sql", "where"), [
+    ("UPDATE messages SET created_at = 'yesterday' " + THIRD, "messages[2].created_at"),
+    ("UPDATE messages SET created_at = 7 " + THIRD, "messages[2].created_at"),
+    ("UPDATE messages SET created_at = NULL " + THIRD, "messages[2].created_at"),
+    ("UPDATE messages SET session_scope = NULL " + THIRD, "messages[2].session_scope"),
+    ("UPDATE messages SET role = NULL " + THIRD, "messages[2].role"),
+    ("UPDATE history SET memory_id = NULL WHERE rowid = 1", "history[{id}].memory_id"),
+    ("UPDATE history SET memory_id = X'07' WHERE rowid = 1", "history[{id}].memory_id"),
+])
+def test_a_damaged_mem0_db_is_an_error_naming_table_row_and_column_never_a_guess(tmp_path, sql, where):
+    """A row mem0 would not have written is refused where it is; with --skip-invalid it is left out
+    and every write imported still cites the very turns it cites in the undamaged store."""
     import shutil
     import sqlite3
 
+    scopes = {"scopes": ROOT / "mem0" / "get_all.json"}
+    clean, _ = run_import("mem0-db", ROOT / "mem0" / "history.db", tmp_path / "clean.jsonl", options=scopes)
     db = tmp_path / "history.db"
     shutil.copy(ROOT / "mem0" / "history.db", db)
     con = sqlite3.connect(db)
-    con.executemany("INSERT INTO messages VALUES (?, 'user_id=bob', 'user', ?, NULL, NULL)",
-                    [("u1", "no time one"), ("u2", "no time two")])
+    first_id = con.execute("SELECT id FROM history WHERE rowid = 1").fetchone()[0]
+    con.execute(sql)
     con.commit()
     con.close()
-    log, _ = run_import("mem0-db", db, tmp_path / "m.jsonl", options={"scopes": ROOT / "mem0" / "get_all.json"})
-    ids = [t.turn_id for t in log.conversations["user_id=bob"].turns]
-    assert len(ids) == len(set(ids)) and [t.text for t in log.conversations["user_id=bob"].turns][-2:] == [
-        "no time one", "no time two"]
+    with pytest.raises(LogError) as e:
+        run_import("mem0-db", db, tmp_path / "m.jsonl", options=scopes)
+    assert [p.field for p in e.value.problems] == [where.format(id=first_id)], e.value.problems
+    kept, _ = run_import("mem0-db", db, tmp_path / "m.jsonl", skip_invalid=True, options=scopes)
+    before, after = _cited_texts(clean), _cited_texts(kept)
+    assert after and all(after[w] == before[w] for w in after), [w for w in after if after[w] != before[w]]
 
 
 def test_mem0_db_deletions_become_operations_with_their_origin(tmp_path):
