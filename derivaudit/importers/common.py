@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,13 @@ def read_json(path: str | Path) -> Any:
             if p.is_file() and p.stat().st_size > cap:
                 raise too_large
             total = 0
+            utf8 = codecs.getincrementaldecoder("utf-8")()  # JSON is UTF-8: random bytes fail in the first MiB
             while chunk := fh.read(1 << 20):
+                try:
+                    utf8.decode(chunk)
+                except UnicodeDecodeError as e:
+                    raise LogError([Problem(f, None, None, "utf8", f"not UTF-8 text (byte {total + e.start}: "
+                                            f"{e.reason}): not a JSON document")]) from None
                 if not chunks:
                     start = chunk.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
                     if start and start not in _JSON_START:

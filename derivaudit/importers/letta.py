@@ -194,8 +194,8 @@ class _Agent:
     def __init__(self, f: str, res: ImportResult, stats: dict[str, Any], a: int, agent: dict[str, Any]) -> None:
         self.f, self.res, self.stats, self.a = f, res, stats, a
         self.conv = str(agent.get("id") or agent.get("name") or f"agent-{a}")
-        self.msgs = _in_time_order([m for m in agent["messages"] if isinstance(m, dict)])
         self.idx = {id(m): k for k, m in enumerate(agent["messages"])}  # file positions, for messages
+        self.msgs = _in_time_order([m for k, m in enumerate(agent["messages"]) if self._readable(k, m)])
         self.returns = {m["tool_call_id"]: m for m in self.msgs if m.get("role") == "tool" and m.get("tool_call_id")}
         self.next_tool: list[dict[str, Any] | None] = [None] * len(self.msgs)  # the first tool message after each
         for k in range(len(self.msgs) - 2, -1, -1):
@@ -206,6 +206,21 @@ class _Agent:
         self.last_turn: str | None = None
         self.by_label: dict[Any, list[dict[str, Any]]] = {}  # edits per memory label, for a replace's parent
         self.inserts = _Inserts()
+
+    def _readable(self, k: int, m: Any) -> bool:
+        """A message Letta could have written; anything else is a problem at its place, never skipped
+        quietly (a lost user turn moves every write point after it)."""
+        at = f"agents[{self.a}].messages[{k}]"
+        if not isinstance(m, dict):
+            why = (at, "wrong_type", f"a message is an object, not {type(m).__name__}")
+        elif not isinstance(m.get("role"), str):
+            why = (f"{at}.role", "wrong_type" if "role" in m else "missing_field", f"role is {m.get('role')!r}")
+        elif m.get("tool_calls") is not None and not isinstance(m["tool_calls"], list):
+            why = (f"{at}.tool_calls", "wrong_type", "tool_calls is a list of calls")
+        else:
+            return True
+        self.res.problems.append(Problem(self.f, None, *why))
+        return False
 
     def turn(self, speaker: str, text: str, when: Any) -> str:
         tid = f"t{self.n + 1}"
@@ -240,14 +255,15 @@ class _Agent:
                                                  "invalid_json", str(e)))
                 continue
             if p is not None:
-                calls.append((c, p))
+                calls.append((j, c, p))
         after = self.next_tool[i]
         if not calls and _text(m).strip():
             self.last_turn = self.turn("assistant", _text(m).strip(), when)
-        for c, (name, args) in calls:
-            self.call(i, m, c, name, args, _return_of(c, self.returns, after), when)
+        for j, c, (name, args) in calls:
+            self.call(i, m, f"{self.where(m)}.tool_calls[{j}]", c, name, args, _return_of(c, self.returns, after),
+                      when)
 
-    def call(self, i: int, m: dict[str, Any], c: dict[str, Any], name: str, args: dict[str, Any],
+    def call(self, i: int, m: dict[str, Any], at: str, c: dict[str, Any], name: str, args: dict[str, Any],
              ret: dict[str, Any] | None, when: Any) -> None:
         if name == "send_message" and isinstance(args.get("message"), str) and args["message"].strip():
             self.last_turn = self.turn("assistant", args["message"].strip(), when)
@@ -263,6 +279,9 @@ class _Agent:
             return
         if name == "memory_apply_patch":  # a diff over one or more blocks: not read here
             return self.count("patch_edits_not_imported")
+        if ret is None:  # no tool return: whether the edit was made is unknown, so it is not a memory
+            self.stats["memory_edits"] += 1
+            return self.count("edits_without_return")
         command = args.get("command") if name == "memory" else None
         if command == "rename":  # the block's writes go with it (a description change moves nothing)
             if isinstance(args.get("old_path"), str) and isinstance(args.get("new_path"), str):
@@ -279,17 +298,26 @@ class _Agent:
                 _block_deletion(self.res, self.stats, self.by_label, _label(args), c, self.conv, i, self.last_turn,
                                 when, self.where(m))
             return
-        self.edit(i, m, c, name, args, ret, when)
+        if command == "view":  # reads the memory: nothing written
+            return
+        self.edit(i, m, at, c, name, args, ret, when)
 
-    def edit(self, i: int, m: dict[str, Any], c: dict[str, Any], name: str, args: dict[str, Any],
+    def edit(self, i: int, m: dict[str, Any], at: str, c: dict[str, Any], name: str, args: dict[str, Any],
              ret: dict[str, Any] | None, when: Any) -> None:
         """A memory tool's insert, append or replace as a write (a replace by "" as a removal)."""
+        wrong = next((k for k in (*_NEW, *_OLD) if k in args and not isinstance(args[k], str)), None)
+        if wrong is not None or not any(k in args for k in _NEW):
+            field = wrong or _NEW[0]
+            self.res.problems.append(Problem(
+                self.f, None, f"{at}.function.arguments.{field}", "wrong_type" if wrong else "missing_field",
+                f"{name} writes text: its {field} is {args.get(field)!r:.40}" if wrong else
+                f"{name} call without the text it writes ({', '.join(k for k in _NEW)})"))
+            return
         new = next((args[k] for k in _NEW if isinstance(args.get(k), str) and args[k].strip()), None)
         old = next((args[k] for k in _OLD if isinstance(args.get(k), str) and args[k].strip()), None)
-        removal = new is None and old is not None and name in REPLACE_TOOLS and any(
-            isinstance(args.get(k), str) for k in _NEW)  # replaced by "": the text is removed
+        removal = new is None and old is not None and name in REPLACE_TOOLS  # replaced by "": the text is removed
         if new is None and not removal:
-            return
+            return self.count("empty_edits")
         self.stats["memory_edits"] += 1
         if _failed(ret):
             self.stats["failed_edits"] += 1

@@ -420,10 +420,10 @@ def test_a_converted_record_that_fails_validation_is_named_in_the_input(fixtures
     """1,001 archival search results: the problem names the Letta file and the message it came
     from, not a line of an output file that was never written, and says the reads' limit."""
     def many_results(msgs):
-        inserts = [json.dumps({"role": "assistant", "tool_calls": [{"id": f"x{k}", "function": {
-            "name": "archival_memory_insert", "arguments": json.dumps({"content": f"fact number {k}"})}}]})
-            for k in range(1001)]
-        msgs.extend(json.loads(x) for x in inserts)  # after the last user turn
+        for k in range(1001):  # after the last user turn, each insert answered by its tool return
+            msgs.append({"role": "assistant", "tool_calls": [{"id": f"x{k}", "function": {
+                "name": "archival_memory_insert", "arguments": json.dumps({"content": f"fact number {k}"})}}]})
+            msgs.append({"role": "tool", "tool_call_id": f"x{k}", "content": "None"})
         hits = "; ".join(f"fact number {k}" for k in range(1001))
         msgs.append({"role": "assistant", "tool_calls": [{"id": "s1", "function": {
             "name": "archival_memory_search", "arguments": json.dumps({"query": "facts"})}}]})
@@ -529,7 +529,7 @@ def test_letta_memory_tool_commands(tmp_path):
 def test_an_endless_or_random_input_is_refused_at_once(tmp_path, source, device):
     with pytest.raises(LogError) as e:
         run_import(source, device, tmp_path / "out.jsonl")
-    assert e.value.problems[0].file == device and e.value.problems[0].code in ("invalid_json", "bad_format")
+    assert e.value.problems[0].file == device and e.value.problems[0].code in ("invalid_json", "bad_format", "utf8")
     assert not (tmp_path / "out.jsonl").exists()
 
 
@@ -540,3 +540,41 @@ def test_a_document_over_the_size_limit_is_refused_before_it_is_read(tmp_path, f
     assert e.value.problems[0].code == "too_large" and "MAX_DOCUMENT_BYTES" in e.value.problems[0].message
     monkeypatch.setenv("MAX_DOCUMENT_BYTES", str(10**9))
     assert run_import("letta", fixtures / "letta_agent.af", tmp_path / "out.jsonl")[0].writes
+
+
+def _args_of(i: int, args: dict):
+    def change(msgs):
+        msgs[i]["tool_calls"][0]["function"]["arguments"] = json.dumps(args)
+    return change
+
+
+def _set(i: int, key: str, value):
+    def change(msgs):
+        msgs[i][key] = value
+    return change
+
+
+def _drop_return(msgs):
+    del msgs[11]  # the tool return of call-4 (archival_memory_insert)
+
+
+@pytest.mark.parametrize(("change", "field", "code"), [
+    (_args_of(3, {"label": "human"}), "agents[0].messages[3].tool_calls[0].function.arguments.content",
+     "missing_field"),
+    (_args_of(3, {"label": "human", "content": 5}), "agents[0].messages[3].tool_calls[0].function.arguments.content",
+     "wrong_type"),
+    (_set(5, "tool_calls", "send_message"), "agents[0].messages[5].tool_calls", "wrong_type"),
+    (_set(7, "role", 7), "agents[0].messages[7].role", "wrong_type"),
+    (lambda msgs: msgs.__setitem__(7, "Actually it's the science museum"), "agents[0].messages[7]", "wrong_type"),
+])
+def test_a_damaged_letta_file_is_an_error_at_its_place_never_a_silent_loss(fixtures, tmp_path, change, field, code):
+    with pytest.raises(LogError) as e:
+        run_import("letta", _letta_variant(fixtures, tmp_path, change), tmp_path / "out.jsonl")
+    assert [(p.field, p.code) for p in e.value.problems] == [(field, code)]
+
+
+def test_a_letta_edit_without_its_tool_return_is_not_imported_as_made(fixtures, tmp_path):
+    clean, _ = run_import("letta", fixtures / "letta_agent.af", tmp_path / "a.jsonl")
+    log, notes = run_import("letta", _letta_variant(fixtures, tmp_path, _drop_return), tmp_path / "b.jsonl")
+    assert "call-4" in {w.write_id for w in clean.writes} and "call-4" not in {w.write_id for w in log.writes}
+    assert notes["edits_without_return"] == 1
