@@ -25,6 +25,18 @@ from .common import ORIGIN, ImportResult, read_json
 from .common import instant as _instant
 
 
+def _time_problems(f: str, where: str, obj: dict[str, Any], fields: tuple[str, ...]) -> list[Problem]:
+    """Times Graphiti writes as ISO 8601 text: one that is not (a number, "not a date", February 30)
+    is an error at its place, never an episode or edge moved to the end."""
+    out = []
+    for k in fields:
+        v = obj.get(k)
+        if v is not None and (not isinstance(v, str) or _instant(v) is None):
+            out.append(Problem(f, None, f"{where}.{k}", "wrong_type" if not isinstance(v, str) else "bad_value",
+                               f"{k} is {v!r:.40}; Graphiti writes an ISO 8601 time"))
+    return out
+
+
 def _speaker(ep: dict[str, Any]) -> tuple[str, str]:
     text = str(ep.get("content") or "").strip()
     head, sep, rest = text.partition(":")
@@ -52,6 +64,16 @@ def _episodes(f: str, episodes: list[Any], res: ImportResult) -> tuple[dict[str,
             res.problems.append(Problem(f, None, f"{where}.uuid", "duplicate_turn_id",
                                         f"episode {ep['uuid']!r} listed twice"))
             continue
+        if bad := _time_problems(f, where, ep, ("valid_at", "created_at")):
+            res.problems.extend(bad)
+            continue
+        if ep.get("valid_at") is None and ep.get("created_at") is None:
+            res.problems.append(Problem(f, None, f"{where}.valid_at", "missing_field", "an episode needs valid_at "
+                                        "or created_at: its place in the conversation"))
+            continue
+        if ep.get("content") is not None and not isinstance(ep["content"], str):
+            res.problems.append(Problem(f, None, f"{where}.content", "wrong_type", "content is text"))
+            continue
         speaker, text = _speaker(ep)
         if not text:
             res.problems.append(Problem(f, None, f"{where}.content", "empty_text", "episode has no content"))
@@ -76,6 +98,9 @@ def _edge(f: str, i: int, e: Any, eps: dict[str, dict[str, Any]], pos: dict[str,
     where = f"edges[{i}]"
     if not isinstance(e, dict) or not isinstance(e.get("uuid"), str):
         res.problems.append(Problem(f, None, f"{where}.uuid", "missing_field", "edge needs a uuid"))
+        return
+    if bad := _time_problems(f, where, e, ("valid_at", "invalid_at", "expired_at", "created_at")):
+        res.problems.extend(bad)
         return
     cites = e.get("episodes")
     if not isinstance(cites, list) or not cites:

@@ -578,3 +578,26 @@ def test_a_letta_edit_without_its_tool_return_is_not_imported_as_made(fixtures, 
     log, notes = run_import("letta", _letta_variant(fixtures, tmp_path, _drop_return), tmp_path / "b.jsonl")
     assert "call-4" in {w.write_id for w in clean.writes} and "call-4" not in {w.write_id for w in log.writes}
     assert notes["edits_without_return"] == 1
+
+
+def _graphiti_variant(fixtures, tmp_path, table: str, i: int, **fields):
+    doc = json.loads((fixtures / "graphiti_export.json").read_text())
+    doc[table][i].update(fields)
+    src = tmp_path / "g.json"
+    src.write_text(json.dumps(doc))
+    return src
+
+
+@pytest.mark.parametrize(("table", "fields", "field", "code"), [
+    ("episodes", {"valid_at": "not a date"}, "episodes[0].valid_at", "bad_value"),
+    ("episodes", {"valid_at": "2026-02-30T09:00:00Z"}, "episodes[0].valid_at", "bad_value"),
+    ("episodes", {"valid_at": None, "created_at": None}, "episodes[0].valid_at", "missing_field"),
+    ("episodes", {"content": ["a"]}, "episodes[0].content", "wrong_type"),
+    ("edges", {"invalid_at": "garbage"}, "edges[0].invalid_at", "bad_value"),
+    ("edges", {"expired_at": 5}, "edges[0].expired_at", "wrong_type"),
+])
+def test_a_damaged_graphiti_export_is_an_error_at_its_json_path(fixtures, tmp_path, table, fields, field, code):
+    src = _graphiti_variant(fixtures, tmp_path, table, 0, **fields)
+    with pytest.raises(LogError) as e:
+        run_import("graphiti", src, tmp_path / "out.jsonl")
+    assert [(p.field, p.code) for p in e.value.problems][:1] == [(field, code)], e.value.problems
