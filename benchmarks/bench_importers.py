@@ -1,6 +1,6 @@
 """Importers against stores written by the real libraries' own code (fixtures/gen/, fixtures/*/truth.json).
 
-Usage: python benchmarks/bench_importers.py [--json] [--letta-scale 100000]
+Usage: python benchmarks/bench_importers.py [--json] [--letta-scale 100000] [--letta-chain 33333]
 For every generated store, imports it and compares each memory with what really happened (the
 generator's truth.json): placed right (right conversation, the turns of the call that wrote it),
 approximate (right user, not provably the right turns: LangGraph's time join), unlinked (counted by
@@ -9,8 +9,10 @@ turns it did not come from). Also: replaced versions left valid, turn order, and
 official Letta example agent files gives. `wrong` must be 0; the other counts are what the stores
 allow. `--letta-scale N`: import time of synthetic Letta agent files of 4,000 … N messages (a user
 turn, an archival insert and its return, and every fifth time a search returning five earlier
-inserts), with seconds per 1,000 messages: flat when the import is linear. Run it on an older
-checkout (PYTHONPATH=that/checkout) for the before figures.
+inserts), with seconds per 1,000 messages: flat when the import is linear. `--letta-chain N`: one
+memory rewritten N times by core_memory_replace (a parent chain N long), 3,333 … N edits: the
+import and the log check of its output (`validate`'s rules), seconds per 1,000 edits. Run either on
+an older checkout (PYTHONPATH=that/checkout) for the before figures.
 """
 
 from __future__ import annotations
@@ -164,7 +166,42 @@ def letta_scale(tmp: Path, top: int) -> None:
         n = n * 2 if n * 2 <= top or n == top else top
 
 
+def _letta_chain_file(path: Path, n: int) -> None:
+    def call(k: int, name: str, args: dict) -> list[dict]:
+        return [{"role": "assistant", "tool_calls": [{"id": f"c{k}", "function": {"name": name, "arguments":
+                                                                           json.dumps(args)}}]},
+                {"role": "tool", "tool_call_id": f"c{k}", "content": "None"}]
+
+    msgs = [{"role": "user", "content": "Hi, I'm Priya. I moved to Oslo."}]
+    msgs += call(0, "core_memory_append", {"label": "human", "content": "fact 0"})
+    for k in range(1, n):
+        msgs += call(k, "core_memory_replace", {"label": "human", "old_content": f"fact {k - 1}",
+                                                "new_content": f"fact {k}"})
+    path.write_text(json.dumps({"agents": [{"id": "agent", "messages": msgs}]}))
+
+
+def letta_chain(tmp: Path, top: int) -> None:
+    import time
+
+    from derivaudit.log.io import check_log
+
+    for n in sorted({x for x in (3333, 10000, top) if x <= top}):
+        f = tmp / f"chain-{n}.af"
+        _letta_chain_file(f, n)
+        t0 = time.perf_counter()
+        log, _ = run_import("letta", f, tmp / f"chain-{n}.jsonl")
+        t1 = time.perf_counter()
+        check_log([tmp / f"chain-{n}.jsonl"])
+        t2 = time.perf_counter()
+        print(f"letta chain {n:>6,} edits: import {t1 - t0:6.2f} s ({1000 * (t1 - t0) / n:.3f} s per 1,000), "
+              f"check {t2 - t1:6.2f} s ({1000 * (t2 - t1) / n:.3f} s per 1,000), {len(log.writes):,} writes")
+
+
 def main() -> None:
+    if "--letta-chain" in sys.argv:
+        with tempfile.TemporaryDirectory() as d:
+            letta_chain(Path(d), int(sys.argv[sys.argv.index("--letta-chain") + 1]))
+        return
     if "--letta-scale" in sys.argv:
         with tempfile.TemporaryDirectory() as d:
             letta_scale(Path(d), int(sys.argv[sys.argv.index("--letta-scale") + 1]))

@@ -255,21 +255,12 @@ def _check_lineage(writes: list[Write], all_ids: set[str], bad: Any) -> list[Wri
             else:
                 continue
             drop.add(w.write_id)
-        for w in writes:  # cycles: follow parents; a chain that returns to its start is a cycle
-            if w.write_id in drop:
-                continue
-            seen, cur = {w.write_id}, ids[w.write_id].parent_id
-            while cur is not None and cur in ids and cur not in drop:
-                if cur in seen:
-                    if cur == w.write_id:  # every write on the way is in the cycle
-                        for x in ids.values():
-                            if x.write_id in seen:
-                                bad(x, "parent_id", "parent_cycle", "its parent chain comes back to it: "
-                                    + " -> ".join(repr(y) for y in _chain(ids, x.write_id)))
-                        drop |= seen
-                    break
-                seen.add(cur)
-                cur = ids[cur].parent_id
+        for cycle in _cycles(writes, ids, drop):
+            for x in writes:
+                if x.write_id in cycle:
+                    bad(x, "parent_id", "parent_cycle", "its parent chain comes back to it: "
+                        + " -> ".join(repr(y) for y in _chain(ids, x.write_id)))
+            drop |= cycle
         if not drop:
             return _check_supersedes(writes, bad)
         writes = [w for w in writes if w.write_id not in drop]
@@ -324,6 +315,28 @@ def _cyclic(edges: dict[tuple[str, str], set[str]]) -> dict[tuple[str, str], set
                         seen.add(nxt)
                         todo.append(nxt)
     return out
+
+
+def _cycles(writes: list[Write], ids: dict[str, Write], drop: set[str]) -> list[set[str]]:
+    """The parent cycles among `writes` (those not dropped), in the order of their first member:
+    each write's chain is followed once, so a chain of n rewrites costs n steps, not n^2."""
+    done: set[str] = set()
+    found: list[tuple[int, set[str]]] = []
+    index = {w.write_id: i for i, w in enumerate(writes)}
+    for w in writes:
+        path: list[str] = []
+        on_path: dict[str, int] = {}
+        cur: str | None = w.write_id
+        while cur is not None and cur in ids and cur not in drop and cur not in done:
+            if cur in on_path:
+                cycle = set(path[on_path[cur]:])
+                found.append((min(index[x] for x in cycle), cycle))
+                break
+            on_path[cur] = len(path)
+            path.append(cur)
+            cur = ids[cur].parent_id
+        done.update(path)
+    return [c for _, c in sorted(found, key=lambda x: x[0])]
 
 
 def _chain(ids: dict[str, Write], start: str) -> list[str]:
