@@ -153,6 +153,7 @@ class DecisionLog:
         self.decisions: dict[str, dict[str, Any]] = {}
         self.writes_of: dict[str, list[dict[str, Any]]] = {}  # per conversation, in order
         self.torn: bytes = b""
+        self.torn_path: Path | None = None  # where a torn last line was set apart
         self._lock = threading.Lock()
         if self.path.exists() and not self.path.is_file():  # a FIFO would hang, /dev/null would lose every answer
             raise ValueError(f"--log {self.path} is not a regular file (a device, a pipe or a link to one): the "
@@ -171,7 +172,7 @@ class DecisionLog:
             cut = raw.rfind(b"\n") + 1
             self.torn = raw[cut:]
             keep = raw[:cut]
-            _set_apart(self.path, self.torn)
+            self.torn_path = _set_apart(self.path, self.torn)
             with open(self.path, "r+b") as f:
                 f.truncate(len(keep))
         items = read_objects(self.path)
@@ -193,7 +194,16 @@ class DecisionLog:
         whole line and answered 507, so the log never holds a partial line a restart cannot read."""
         data = b"".join(json_dumps(r) + b"\n" for r in rows)
         with self._lock:
-            good = os.fstat(self._fd).st_size
+            st = os.fstat(self._fd)
+            good = st.st_size
+            try:
+                now = os.stat(self.path)
+            except OSError:
+                now = None
+            if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                raise ServeError(507, f"the decision log {self.path} was moved or removed while the gate ran: "
+                                 "nothing of this request was logged or decided; restart the gate on its log",
+                                 None, "log_unwritable")
             try:
                 n = os.write(self._fd, data)
                 while n < len(data):  # a short write: finish the lines

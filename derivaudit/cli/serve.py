@@ -69,7 +69,7 @@ def serve(
             _bad(str(e))
         if gate.log.torn:
             err.print(f"[yellow]note[/yellow]: {escape(str(log))} ended in a torn line ({len(gate.log.torn)} bytes, "
-                      f"never answered); kept apart in {escape(str(log))}.torn")
+                      f"never answered); kept apart in {escape(str(gate.log.torn_path))}")
         t = point.threshold
         err.print(f"gate: {escape(point.view)}/{escape(point.evidence)} at threshold {t:g} ({escape(point.point)}, "
                   f"from {escape(str(run))}); {len(gate.log.decisions)} decisions and "

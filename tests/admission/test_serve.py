@@ -587,3 +587,16 @@ def test_a_second_torn_tail_is_kept_beside_the_first(tmp_path):
         open_gate(point(), RuleBackend(), path).log.close()
     assert (tmp_path / "d.jsonl.torn").read_bytes() == b'{"type": "turn", "conver'
     assert (tmp_path / "d.jsonl.torn.1").read_bytes() == b'{"type": "write", "wri'
+
+
+def test_a_log_moved_away_while_serving_is_no_longer_appended_to(tmp_path):
+    path = tmp_path / "d.jsonl"
+    gate = open_gate(point(), RecordRule(), path)
+    with served(gate) as url:
+        Client(url).add_turns("c", [{"turn_id": "t1", "speaker": "Alex", "text": "I moved to Boston in May."}])
+        path.rename(tmp_path / "moved.jsonl")
+        status, doc = _post(url, "/v1/turns", {"conversation_id": "c", "turns": [
+            {"turn_id": "t2", "speaker": "Alex", "text": "The job starts in June."}]})
+        assert (status, doc["error"]["code"]) == (507, "log_unwritable")
+        assert "moved or removed" in doc["error"]["message"]
+    assert [t.turn_id for t in load_log(tmp_path / "moved.jsonl").conversations["c"].turns] == ["t1"]
