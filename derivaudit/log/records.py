@@ -202,17 +202,22 @@ def turn_to_dict(t: Turn) -> dict[str, Any]:
     return d
 
 
+def _with_optional(d: dict[str, Any], rec: Any, fields: tuple[str, ...]) -> dict[str, Any]:
+    """`d` with each of the record's optional `fields` that is set (tuples written as lists)."""
+    for k in fields:
+        v = getattr(rec, k)
+        if v is not None:
+            d[k] = list(v) if isinstance(v, tuple) else v
+    return d
+
+
 def write_to_dict(w: Write) -> dict[str, Any]:
     d: dict[str, Any] = {
         "type": "write", "write_id": w.write_id, "conversation_id": w.conversation_id, "text": w.text,
         "citations": list(w.citations), "last_seen_turn": w.last_seen_turn,
     }
-    for k in ("time", "source_id", "parent_id", "operation", "round", "valid", "verified_correction", "supersedes",
-              "meta"):
-        v = getattr(w, k)
-        if v is not None:
-            d[k] = list(v) if isinstance(v, tuple) else v
-    return d
+    return _with_optional(d, w, ("time", "source_id", "parent_id", "operation", "round", "valid",
+                                 "verified_correction", "supersedes", "meta"))
 
 
 def read_to_dict(r: Read) -> dict[str, Any]:
@@ -221,11 +226,7 @@ def read_to_dict(r: Read) -> dict[str, Any]:
         retrieved = [{"write_id": w, "score": s} for w, s in zip(r.retrieved, r.scores, strict=True)]
     d: dict[str, Any] = {"type": "read", "read_id": r.read_id, "conversation_id": r.conversation_id,
                          "last_seen_turn": r.last_seen_turn, "query": r.query, "retrieved": retrieved}
-    for k in ("time", "answer", "expected", "meta"):
-        v = getattr(r, k)
-        if v is not None:
-            d[k] = v
-    return d
+    return _with_optional(d, r, ("time", "answer", "expected", "meta"))
 
 
 def operation_to_dict(o: Operation) -> dict[str, Any]:
@@ -233,11 +234,7 @@ def operation_to_dict(o: Operation) -> dict[str, Any]:
                          "kind": o.kind, "target": o.target, "last_seen_turn": o.last_seen_turn}
     if o.citations:
         d["citations"] = list(o.citations)
-    for k in ("time", "successor", "origin", "meta"):
-        v = getattr(o, k)
-        if v is not None:
-            d[k] = v
-    return d
+    return _with_optional(d, o, ("time", "successor", "origin", "meta"))
 
 
 def header(producer: str) -> dict[str, Any]:
