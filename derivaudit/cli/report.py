@@ -35,8 +35,11 @@ def report(
                       OUTPUT] = None,
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"unsupported_admitted>0.25\"; "
                        "exit 1 when it holds. Repeatable. With --baseline it reads the change.")] = None,
-    baseline: Annotated[Path | None, typer.Option("--baseline", help="Another run folder to compare against.")]
-    = None,
+    baseline: Annotated[Path | None, typer.Option("--baseline", help="Another run folder to compare against "
+                                                  "(judged by the same models).")] = None,
+    across_judges: Annotated[bool, typer.Option("--across-judges", help="Compare with a baseline judged by other "
+                                                "models anyway; every difference is labelled across judges.")]
+    = False,
     min_confidence: Annotated[float | None, typer.Option(
         "--min-confidence", min=0.0, max=1.0, help="List only the writes whose label is at least this confident "
         "(JSON's trust.writes, the flagged writes); rates still count every write.")] = None,
@@ -49,7 +52,7 @@ def report(
     try:
         doc = rep.build(run, min_confidence=min_confidence)
         if baseline is not None:
-            rep.compare(doc, rep.build(baseline))
+            rep.compare(doc, rep.build(baseline), across_judges=across_judges)
         gates = rep.evaluate_ci_gates(doc, fail_if or [])
     except rep.ReportError as e:
         _bad(str(e))

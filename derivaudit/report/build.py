@@ -243,11 +243,34 @@ def flat_metrics(report: dict[str, Any]) -> dict[str, float | None]:
     return m
 
 
-def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
-    """Attach the baseline's metrics and the change (current − baseline) of every shared metric."""
+def judges(report: dict[str, Any]) -> dict[str, Any]:
+    """The models whose answers a report's figures are: each annotator role's, and the replay's."""
+    run = report["run"]
+    return {"annotators": {role: (a or {}).get("model") for role, a in sorted((run.get("annotators") or {}).items())},
+            "replay": run.get("replay_model")}
+
+
+def _judge_names(j: dict[str, Any]) -> str:
+    models = {str((m or {}).get("model")) for m in [*j["annotators"].values(), j["replay"]] if m}
+    return ", ".join(sorted(models)) or "no recorded model"
+
+
+def compare(current: dict[str, Any], baseline: dict[str, Any], *, across_judges: bool = False) -> dict[str, Any]:
+    """Attach the baseline's metrics and the change (current − baseline) of every shared metric.
+    Runs judged by different models are refused (ReportError): a change between judges is not a
+    change in the store (DerivAudit compares within one verifier). `across_judges` compares them
+    anyway, and every difference is then labelled as one across judges."""
+    mine, theirs = judges(current), judges(baseline)
+    if mine != theirs and not across_judges:
+        raise ReportError(f"the baseline {baseline['run']['path']} was judged by {_judge_names(theirs)}, this run "
+                          f"by {_judge_names(mine)}: a difference between two judges is not a change in the "
+                          "store; compare runs of one judge, or pass --across-judges to compare anyway (every "
+                          "difference then labelled across judges)")
     a, b = current["metrics"], baseline["metrics"]
     change = {k: (a[k] - b[k] if a.get(k) is not None and b.get(k) is not None else None) for k in a if k in b}
     current["baseline"] = {"run": baseline["run"], "metrics": b}
+    if mine != theirs:
+        current["baseline"]["across_judges"] = {"this_run": mine, "baseline": theirs}
     current["change"] = change
     return current
 

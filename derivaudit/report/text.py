@@ -291,7 +291,8 @@ def change_rows(report: dict[str, Any], dash: str = "—") -> list[list[str]]:
     """[metric, baseline, this run, change] for the headline metrics (no per-setting or weighted
     variants), formatted once for every renderer."""
     base, cur = report["baseline"]["metrics"], report["metrics"]
-    return [[k, _fmt(base.get(k), dash), _fmt(cur.get(k), dash), _fmt(d, dash, "+")]
+    label = " (across judges)" if report["baseline"].get("across_judges") else ""
+    return [[k + label, _fmt(base.get(k), dash), _fmt(cur.get(k), dash), _fmt(d, dash, "+")]
             for k, d in report["change"].items() if "@" not in k and not k.endswith(".weighted")]
 
 

@@ -296,3 +296,27 @@ def test_the_format_names_come_from_the_registries():
 
     assert [f.value for f in ReportFmt] == ["table", *FORMATS]
     assert [f.value for f in ReadPathFormat] == ["table", *READPATH_FORMATS]
+
+
+def test_a_baseline_judged_by_another_model_is_refused_unless_asked_and_then_labelled(synth_run, tmp_path):
+    """A change between two judges is not a change in the store (DerivAudit compares within one
+    verifier): --baseline refuses it naming both, --across-judges labels every difference."""
+    other = tmp_path / "other"
+    shutil.copytree(synth_run, other)
+    meta = runs.load_meta(other)
+    judge = {"backend": "vllm", "model": "another-judge-7b"}
+    meta["annotators"] = {role: {"role": role, "variant": "a", "model": judge} for role in ("A", "B", "adjudicator")}
+    runs.save_meta(other, meta)
+    r = report_cli(str(other), "--baseline", str(synth_run), "--format", "json")
+    assert r.exit_code == 2 and "another-judge-7b" in r.output and "--across-judges" in r.output, r.output
+    r = report_cli(str(other), "--baseline", str(synth_run), "--format", "md", "--across-judges")
+    assert r.exit_code == 0, r.output
+    section = r.stdout.split("Change against the baseline")[1].split("\n#")[0]
+    rows = [x for x in section.splitlines() if x.startswith("| ") and not x.startswith("| metric")]
+    assert rows and all("(across judges) |" in x for x in rows), rows
+    doc = json.loads(report_cli(str(other), "--baseline", str(synth_run), "--format", "json",
+                                "--across-judges").stdout)
+    validate(doc)
+    assert doc["baseline"]["across_judges"]["this_run"] != doc["baseline"]["across_judges"]["baseline"]
+    same = json.loads(report_cli(str(synth_run), "--baseline", str(synth_run), "--format", "json").stdout)
+    assert "across_judges" not in same["baseline"]  # one judge: compared as before
