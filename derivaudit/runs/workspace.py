@@ -18,8 +18,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import folder as runs
 from ..log.records import MemoryLog
+from . import folder as runs
 
 RUNS = Path("runs")
 _UNSAFE = re.compile(r"[^\w.-]+")
