@@ -15,6 +15,7 @@ from .. import __version__
 from ..audit.gold import HELP as GOLD_HELP
 from ..audit.gold import flat as gold_flat
 from ..audit.gold import gold_metrics
+from ..audit.labels import answers
 from ..rates.stats import SCOPE_HELP, group_counts, rates
 from ..rates.trust import (
     CORRECTED,
@@ -51,6 +52,11 @@ METRICS: dict[str, str] = {
     "scoring_errors": "scoring errors in the scan plus those in the replay",
     "skipped_records": "input records skipped as invalid",
     "writes": "writes in the run",
+    "multi_passage_cited": "share of citation-supported writes whose citation view's minimal subsets span > 1 "
+                           "passage (the paper's denominator; `multi_passage` is over expanded-supported writes)",
+    "search_capped": "share of writes whose expanded search had more candidates than its budget (the paper's "
+                     "search-limited); `search_limited` among them is derivaudit's flag (a left-out candidate "
+                     "scoring >= limit_floor x the top)",
     **GOLD_HELP,
     **LIFECYCLE_HELP,
 }
@@ -110,11 +116,40 @@ def build(run: str | Path, *, min_confidence: float | None = None) -> dict[str, 
         "skipped_records": meta.get("skipped_records", []),
         "replay": replay,
         "lifecycle": summarize_lifecycle(runs.read_rows_if(run, runs.LIFECYCLE)),
+        "search": search_caps(run, labeled, (meta.get("evidence") or {}).get("limit_floor")),
+        "multi_passage": multi_passage_counts(labeled, runs.read_rows_if(run, runs.PRIMITIVES)),
         "trust": trust,
         "interval": {"level": 0.95, "method": INTERVAL_METHOD},
     }
     report["metrics"] = flat_metrics(report)
     return report
+
+
+def search_caps(run: Path, labeled: list[dict[str, Any]], floor: float | None) -> dict[str, Any]:
+    """How many writes' expanded search hit its cap (more candidates than its budget: the paper's
+    search-limited flag) and how many of those derivaudit flags (a left-out candidate scoring at
+    least `floor` times the top, what makes an unsupported write `unresolved`)."""
+    ids = {r["write_id"] for r in labeled}
+    rows = [r for r in runs.read_rows_if(run, runs.VIEWS) if r["write_id"] in ids]
+    prov = [r.get("provenance") or {} for r in rows]
+    capped = sum(1 for p in prov if (p.get("candidates") or 0) > len(p.get("retrieved") or ()))
+    return {"writes": len(rows), "capped": capped, "search_limited": sum(bool(r.get("search_limited")) for r in rows),
+            "limit_floor": floor}
+
+
+def multi_passage_counts(labeled: list[dict[str, Any]], prim_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Writes whose minimal implying subsets span more than one passage, on the paper's denominator
+    (citation-supported writes, their citation view) beside the scope table's (expanded-supported
+    writes, their expanded view)."""
+    used: dict[tuple[str, str], set[int]] = {}
+    for r in prim_rows:
+        used.setdefault((r["write_id"], r["view"]), set()).update(answers(r).get("e_subset") or ())
+    out: dict[str, Any] = {}
+    for name, label, view in (("citation_supported", "citation_label", "citation_only"),
+                              ("expanded_supported", "expanded_label", "expanded")):
+        ws = [r["write_id"] for r in labeled if r[label] == "supported"]
+        out[name] = {"writes": len(ws), "spanning": sum(len(used.get((w, view), ())) > 1 for w in ws)}
+    return out
 
 
 INTERVAL_METHOD = ("design-based: the store's rate, from the writes derivaudit drew (scan --sample) and the "
@@ -238,6 +273,10 @@ def flat_metrics(report: dict[str, Any]) -> dict[str, float | None]:
     m["scoring_errors"] = float(se["scan"] + sum(se["replay"].values()))
     m["skipped_records"] = float(len(report["skipped_records"]))
     m["writes"] = float(report["run"]["writes"])
+    cited = (report.get("multi_passage") or {}).get("citation_supported") or {}
+    m["multi_passage_cited"] = cited["spanning"] / cited["writes"] if cited.get("writes") else None
+    search = report.get("search") or {}
+    m["search_capped"] = search["capped"] / search["writes"] if search.get("writes") else None
     m.update(gold_flat(report.get("gold")))
     m.update(lifecycle_flat(report.get("lifecycle")))
     return m

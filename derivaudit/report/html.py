@@ -29,6 +29,7 @@ from .text import (
     pct,
     review_rows,
     scope_interval_note,
+    search_note,
     trust_rows,
 )
 
@@ -148,9 +149,11 @@ def _meta(report: dict[str, Any]) -> str:
 def _scope(report: dict[str, Any]) -> str:
     scope_rows = [[k, pct(v["balanced"]), _ci(v["balanced_ci"]), pct(v["weighted"]), v["n_writes"], v["meaning"]]
                   for k, v in report["scope"].items()]
+    note = search_note(report)
     return f"""<h2>Scope</h2><p class=note>The judge's rates, conversation-balanced (each conversation counts equally),
 write-weighted beside them; {escape(scope_interval_note(report))}.</p>
-{_table(["metric", "balanced", "95% CI", "write-weighted", "n writes", "meaning"], scope_rows, "scope")}"""
+{_table(["metric", "balanced", "95% CI", "write-weighted", "n writes", "meaning"], scope_rows, "scope")}""" + (
+        f"<p class=note>{escape(note)}</p>" if note else "")
 
 
 def _replay(report: dict[str, Any]) -> str:

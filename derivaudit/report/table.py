@@ -11,7 +11,16 @@ from rich.table import Table
 
 from ..safe import escape, escape_id
 from .build import answer_key, flagged
-from .text import change_rows, confusion_rows, coverage_rows, gold_rows, review_rows, scope_interval_note, trust_rows
+from .text import (
+    change_rows,
+    confusion_rows,
+    coverage_rows,
+    gold_rows,
+    review_rows,
+    scope_interval_note,
+    search_note,
+    trust_rows,
+)
 
 
 def print_health(out: Console, cal: dict[str, Any] | None) -> None:
@@ -292,6 +301,8 @@ def print_report(out: Console, report: dict[str, Any], top: int = 10) -> None:
         t.add_row(name, _pct(v["balanced"]), "–" if lo is None else f"{lo:.1%}–{hi:.1%}", _pct(v["weighted"]),
                   str(v["n_writes"]))
     out.print(t)
+    if note := search_note(report):
+        out.print(escape(note), style="dim")
     print_trust(out, report)
     print_gold(out, report.get("gold"))
     print_lifecycle(out, report.get("lifecycle"), top)

@@ -106,6 +106,22 @@ def scope_interval_note(report: dict[str, Any]) -> str:
     return "every write audited: no sampling interval; the judge's error is in the corrected rates"
 
 
+def search_note(report: dict[str, Any]) -> str:
+    """The search cap and the multi-passage share on the paper's denominator, for every renderer
+    (raw text: each escapes it)."""
+    s = report.get("search") or {}
+    if not s.get("writes"):
+        return ""
+    mp = (report.get("multi_passage") or {}).get("citation_supported") or {}
+    multi = (f" Multi-passage, the paper's way: {mp['spanning']} of {mp['writes']} citation-supported writes need "
+             "more than one cited passage." if mp.get("writes") else "")
+    return (f"Search cap: {s['capped']} of {s['writes']} writes had more candidates than their expanded view's "
+            f"budget (the paper's search-limited); {s['search_limited']} of them with a left-out candidate "
+            + (f"at least {s['limit_floor']} x the top score" if s.get("limit_floor") is not None
+               else "scoring near the top") + " (derivaudit's flag: such an unsupported write is `unresolved`)."
+            + multi)
+
+
 def trust_rows(report: dict[str, Any], dash: str = "—") -> tuple[list[str], list[list[str]], list[str]]:
     """The corrected rates: header, rows (metric, judge, corrected, 95% CI, labels, labels to halve)
     and the lines that say what they rest on (raw text: each renderer escapes it)."""
@@ -160,6 +176,8 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
     for k, v in report["scope"].items():
         lines.append(f"| {k} | {pct(v['balanced'])} | {_ci(v['balanced_ci'])} | {pct(v['weighted'])} | "
                      f"{v['n_writes']} |")
+    if note := search_note(report):
+        lines += ["", md_escape(note)]
     head, rows, notes = trust_rows(report)
     lines += ["", "### Corrected rates", ""] + [md_escape(n) for n in notes]
     if rows:

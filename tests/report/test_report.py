@@ -320,3 +320,31 @@ def test_a_baseline_judged_by_another_model_is_refused_unless_asked_and_then_lab
     assert doc["baseline"]["across_judges"]["this_run"] != doc["baseline"]["across_judges"]["baseline"]
     same = json.loads(report_cli(str(synth_run), "--baseline", str(synth_run), "--format", "json").stdout)
     assert "across_judges" not in same["baseline"]  # one judge: compared as before
+
+
+def test_the_search_cap_and_multi_passage_are_counted_as_the_paper_defines_them(synth_run):
+    """Capped = more candidates than the expanded view's budget (the paper's search-limited), with
+    derivaudit's floored flag among them; multi-passage on citation-supported writes too."""
+    from derivaudit.audit.labels import answers
+
+    doc = json.loads(report_cli(str(synth_run), "--format", "json").stdout)
+    validate(doc)
+    views = read_jsonl(synth_run / "views.jsonl")
+    capped = sum(r["provenance"]["candidates"] > len(r["provenance"]["retrieved"]) for r in views)
+    assert doc["search"] == {"writes": len(views), "capped": capped,
+                             "search_limited": sum(r["search_limited"] for r in views),
+                             "limit_floor": doc["run"]["evidence"].get("limit_floor")}
+    assert capped > 0 and doc["search"]["search_limited"] <= capped
+    assert doc["metrics"]["search_capped"] == pytest.approx(capped / len(views))
+    labels = read_jsonl(synth_run / "labels.jsonl")
+    prims = read_jsonl(synth_run / "primitives.jsonl")
+    cited = [r["write_id"] for r in labels if r["citation_label"] == "supported"]
+    spans = {w: set() for w in cited}
+    for p in prims:
+        if p["view"] == "citation_only" and p["write_id"] in spans:
+            spans[p["write_id"]] |= set(answers(p).get("e_subset") or ())
+    want = sum(len(s) > 1 for s in spans.values())
+    assert doc["multi_passage"]["citation_supported"] == {"writes": len(cited), "spanning": want}
+    assert doc["metrics"]["multi_passage_cited"] == (pytest.approx(want / len(cited)) if cited else None)
+    md = report_cli(str(synth_run), "--format", "md").stdout
+    assert f"Search cap: {capped} of {len(views)} writes" in md and "Multi\\-passage, the paper's way" in md
