@@ -2,7 +2,8 @@
 whether an audit's labels can be believed.
 
 A run's write gets one category from its two view labels: supported after expansion is
-citation-supported when the citation-only label is supported too, else provenance-repaired;
+citation-supported when the citation-only label is supported too, provenance-repaired when it is
+unsupported (insufficient), ambiguous when it is contradicted or ambiguous;
 unsupported or contradicted after expansion is that; anything else (ambiguous, or unlabeled) is
 ambiguous. Accuracy is over the writes whose gold is one of the four categories; a predicted
 "ambiguous" counts as wrong, and its share is reported beside accuracy.
@@ -28,15 +29,20 @@ PREDICTED = (*CATEGORIES, "ambiguous")
 
 def provenance_repaired(citation_label: str | None, expanded_label: str | None) -> bool:
     """The one definition (DerivAudit §3.1: "insufficiently supported by its citations but
-    supported after history expansion"): any citation-only label but supported, expanded supported.
-    `category`, the write flag and the scope metric all use it."""
-    return expanded_label == "supported" and citation_label != "supported"
+    supported after history expansion"): citation-only label unsupported (insufficient), expanded
+    supported. A write whose citations are contradicted or ambiguous but whose expanded view is
+    supported is not that; the scope table counts it apart (`provenance_repaired_other`).
+    `category`, the write flag and the scope metrics all use it."""
+    return expanded_label == "supported" and citation_label == "unsupported"
 
 
 def category(citation_label: str | None, expanded_label: str | None) -> str:
-    """One category for a write from its citation-only and expanded-view memory labels."""
+    """One category for a write from its citation-only and expanded-view memory labels (supported
+    after expansion over contradicted or ambiguous citations fits none of the four: ambiguous)."""
     if expanded_label == "supported":
-        return "provenance-repaired" if provenance_repaired(citation_label, expanded_label) else "citation-supported"
+        if citation_label == "supported":
+            return "citation-supported"
+        return "provenance-repaired" if provenance_repaired(citation_label, expanded_label) else "ambiguous"
     if expanded_label in ("unsupported", "contradicted"):
         return expanded_label
     return "ambiguous"

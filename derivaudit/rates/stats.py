@@ -12,8 +12,10 @@ import polars as pl
 SCOPE_METRICS: dict[str, tuple[pl.Expr, pl.Expr]] = {
     "citation_supported": (pl.col("citation_label") == "supported", pl.lit(True)),
     "expanded_supported": (pl.col("expanded_label") == "supported", pl.lit(True)),
-    # gold.provenance_repaired: supported after expansion, among the writes their citations do not support
-    "provenance_repaired": (pl.col("expanded_label") == "supported", pl.col("citation_label") != "supported"),
+    # gold.provenance_repaired: supported after expansion, among the writes their citations leave insufficient
+    "provenance_repaired": (pl.col("expanded_label") == "supported", pl.col("citation_label") == "unsupported"),
+    "provenance_repaired_other": (pl.col("expanded_label") == "supported",
+                                  pl.col("citation_label").is_in(["contradicted", "ambiguous"])),
     "unsupported": ((pl.col("expanded_label") == "unsupported") & ~pl.col("search_limited"), pl.lit(True)),
     "unresolved": ((pl.col("expanded_label") == "unsupported") & pl.col("search_limited"), pl.lit(True)),
     "contradicted": (pl.col("expanded_label") == "contradicted", pl.lit(True)),
@@ -23,7 +25,10 @@ SCOPE_METRICS: dict[str, tuple[pl.Expr, pl.Expr]] = {
 SCOPE_HELP = {
     "citation_supported": "supported by its citations alone",
     "expanded_supported": "supported with the BM25-expanded history",
-    "provenance_repaired": "share of the writes their citations do not support that expansion supports",
+    "provenance_repaired": "share of the writes their citations leave insufficient (unsupported) that expansion "
+                           "supports",
+    "provenance_repaired_other": "share of the writes whose citations are contradicted or ambiguous that expansion "
+                                 "supports (apart from provenance_repaired, as DerivAudit defines it)",
     "unsupported": "unsupported after expansion (search not at its cap)",
     "unresolved": "insufficient after expansion on a search-limited write",
     "contradicted": "contradicted in the expanded view",

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..audit.gold import CATEGORIES, category
+from ..audit.gold import CATEGORIES, category, provenance_repaired
 from ..audit.labels import answers
 from ..runs import folder as runs
 from .estimate import Estimate, Sample, balanced_design, estimate, labels_to_halve
@@ -42,8 +42,8 @@ CORRECTED: dict[str, tuple[Any, Any, Any, Any]] = {
                            lambda c: c == "citation-supported", lambda c: True),
     "expanded_supported": (lambda r: r["expanded_label"] == "supported", lambda r: True,
                            lambda c: c in ("citation-supported", "provenance-repaired"), lambda c: True),
-    "provenance_repaired": (lambda r: r["expanded_label"] == "supported" and r["citation_label"] != "supported",
-                            lambda r: r["citation_label"] != "supported",
+    "provenance_repaired": (lambda r: provenance_repaired(r["citation_label"], r["expanded_label"]),
+                            lambda r: r["citation_label"] == "unsupported",
                             lambda c: c == "provenance-repaired", lambda c: c != "citation-supported"),
     "unsupported": (lambda r: r["expanded_label"] == "unsupported" and not r["search_limited"], lambda r: True,
                     lambda c: c == "unsupported", lambda c: True),

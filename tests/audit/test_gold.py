@@ -16,7 +16,8 @@ runner = CliRunner()
 def test_category_from_the_two_view_labels():
     assert category("supported", "supported") == "citation-supported"
     assert category("unsupported", "supported") == "provenance-repaired"
-    assert category("ambiguous", "supported") == "provenance-repaired"
+    assert category("ambiguous", "supported") == "ambiguous"  # repaired from insufficient citations only
+    assert category("contradicted", "supported") == "ambiguous"
     assert category("supported", "unsupported") == "unsupported"
     assert category("unsupported", "contradicted") == "contradicted"
     assert category("supported", "ambiguous") == "ambiguous"
@@ -134,9 +135,19 @@ def test_a_run_without_gold_shows_no_gold_section(synth_run):
 
 @pytest.mark.parametrize("cit", ["unsupported", "contradicted", "ambiguous"])
 def test_provenance_repaired_is_one_rule_for_category_and_flag(cit):
+    """DerivAudit §3.1: insufficiently supported by its citations (unsupported), supported after
+    expansion; contradicted or ambiguous citations are not that, and are counted apart."""
     from derivaudit.audit.gold import provenance_repaired
+    from derivaudit.rates.stats import rates
 
-    assert provenance_repaired(cit, "supported") and category(cit, "supported") == "provenance-repaired"
+    repaired = cit == "unsupported"
+    assert provenance_repaired(cit, "supported") is repaired
+    assert category(cit, "supported") == ("provenance-repaired" if repaired else "ambiguous")
     assert not provenance_repaired("supported", "supported")
     assert category("supported", "supported") == "citation-supported"
     assert not provenance_repaired(cit, "unsupported")
+    row = {"conversation_id": "c", "citation_label": cit, "expanded_label": "supported", "search_limited": False,
+           "multi_passage": False}
+    r = rates([row])
+    assert (r["provenance_repaired"]["weighted"], r["provenance_repaired_other"]["weighted"]) == (
+        (1.0, None) if repaired else (None, 1.0))

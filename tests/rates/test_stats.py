@@ -34,10 +34,12 @@ def test_balanced_and_weighted_by_hand():
     assert math.isclose(r["citation_supported"]["balanced"], 0.375)
     assert math.isclose(r["citation_supported"]["weighted"], 2 / 6)
     assert math.isclose(r["citation_supported"]["difference"], 2 / 6 - 0.375)
-    # provenance_repaired: denominator = writes their citations do not support (gold.provenance_repaired):
-    # a 1 of 3, b 0 of 1 (citation-only ambiguous) -> balanced (1/3 + 0) / 2
-    assert math.isclose(r["provenance_repaired"]["balanced"], 1 / 6)
-    assert r["provenance_repaired"]["n_conversations"] == 2 and r["provenance_repaired"]["n_writes"] == 4
+    # provenance_repaired (DerivAudit §3.1): denominator = writes their citations leave insufficient
+    # (citation-only unsupported): a 1 of 3; b has none (its citation-only label is ambiguous)
+    assert math.isclose(r["provenance_repaired"]["balanced"], 1 / 3)
+    assert r["provenance_repaired"]["n_conversations"] == 1 and r["provenance_repaired"]["n_writes"] == 3
+    # the other citation labels are counted apart: b 0 of 1
+    assert r["provenance_repaired_other"]["balanced"] == 0.0 and r["provenance_repaired_other"]["n_writes"] == 1
     # unsupported vs unresolved split by search_limited
     assert r["unsupported"]["weighted"] == 1 / 6 and r["unresolved"]["weighted"] == 1 / 6
     assert r["multi_passage"]["weighted"] == 1 / 3
