@@ -321,7 +321,7 @@ BaseUrlOpt = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI
                                                       "http://gpu1:8000/v1 (repeat for a fleet).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
 TopLogprobsOpt = Annotated[int | None, typer.Option("--top-logprobs", help="openai: top_logprobs to request "
-                                                    "(the server's cap; default 20).", min=1, max=100)]
+                                                    "(default: 100, or the server's cap when lower).", min=1, max=100)]
 ModelRoleOpt = Annotated[list[str] | None, typer.Option(
     "--model-role", help="Give one role its own model: ROLE=MODEL or ROLE=BACKEND:MODEL, e.g. "
     f"annotator_b=openai:qwen2.5-7b (repeatable; roles: {', '.join(ROLES)}). "

@@ -9,14 +9,18 @@ its retries, is taken out of the fleet for the rest of the run and its requests 
 live server in a fixed order: a lost node costs the retries of its in-flight requests, not the
 scan; only when every server is gone is it an error. A server that answers but refuses the
 request (4xx), answers without logprobs or with something that is not JSON is named in the error:
-more servers would not help. `top_logprobs` is capped at what the server allows (vLLM's default
-cap is 20; OpenAI's API allows 20); the cap used is recorded with every score.
+more servers would not help. Log-odds are read from the top 100 first tokens where the server
+allows it (DerivAudit's k): without `--top-logprobs` the backend asks the fleet's first server for
+100 once and, when it refuses, for the cap its error names (vLLM's default `--max-logprobs` is 20,
+OpenAI's API allows 20). The cap used is part of the model's identity, so it is recorded in the
+run and a result cached under another cap is never reused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import threading
 import time
@@ -54,7 +58,7 @@ class OpenAIBackend(Backend):
         *,
         base_urls: Sequence[str] = ("http://127.0.0.1:8000/v1",),
         api_key: str | None = None,
-        top_logprobs: int = 20,
+        top_logprobs: int | None = None,
         concurrency: int = 8,
         timeout: float = 120.0,
         max_retries: int = 5,
@@ -66,7 +70,7 @@ class OpenAIBackend(Backend):
             raise BackendError("the openai backend needs at least one --base-url")
         self.model = model
         self.base_urls = [u.rstrip("/") for u in base_urls]
-        self.top_logprobs = top_logprobs
+        self._top_logprobs = top_logprobs  # None: the most the server allows, up to DEFAULT_TOP_K
         self.concurrency = max(1, concurrency)
         self.max_retries = max_retries
         self.backoff = backoff
@@ -79,6 +83,29 @@ class OpenAIBackend(Backend):
         self.dead: dict[str, str] = {}  # url -> why it left the fleet
         self.failovers = 0
         self._lock = threading.Lock()
+
+    @property
+    def top_logprobs(self) -> int:
+        """How many first tokens a score reads: as asked, else found from the server once."""
+        if self._top_logprobs is None:
+            self._top_logprobs = self._server_cap()
+        return self._top_logprobs
+
+    def _server_cap(self) -> int:
+        """Ask for DEFAULT_TOP_K top log-probabilities once; a server that refuses says its cap in
+        the error (vLLM: "... greater than max allowed: 20"; OpenAI: "... less than or equal to 20")."""
+        probe = Prompt(shared="", task="Answer with one word, yes or no: is water wet?")
+        try:
+            self._request(probe, self._body(probe, max_tokens=1, logprobs=True, top_logprobs=DEFAULT_TOP_K))
+            return DEFAULT_TOP_K
+        except BackendError as e:
+            if "HTTP 400" not in str(e) and "HTTP 422" not in str(e):
+                raise
+            named = [int(x) for x in re.findall(r"\d+", str(e).split("HTTP 4", 1)[1][2:]) if 0 < int(x) < DEFAULT_TOP_K]
+            cap = max(named, default=20)
+            print(f"derivaudit: the server allows {cap} top log-probabilities, not {DEFAULT_TOP_K}; scores read the "
+                  f"top {cap} (a yes or no outside them is a bounded score)", file=sys.stderr)
+            return cap
 
     def identity(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model, "top_logprobs_cap": self.top_logprobs}

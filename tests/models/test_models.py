@@ -263,7 +263,7 @@ def test_openai_backend_matches_local_model(smol, fixture_prompts):
 @pytest.mark.slow
 def test_openai_retries_then_succeeds(smol):
     with ModelServer(smol, fail_first=2) as server:
-        be = OpenAIBackend("smollm2", base_urls=[server.url], backoff=0.01)
+        be = OpenAIBackend("smollm2", base_urls=[server.url], backoff=0.01, top_logprobs=20)
         (s,) = be.score([Prompt("", "Is fire hot? Answer with one word, yes or no.")])
         assert s.ok and be.retries == 2 and len(server.requests) == 3
 
@@ -291,7 +291,7 @@ def test_openai_without_logprobs_is_an_error(smol):
 @pytest.mark.slow
 def test_openai_fleet_shards_by_evidence(smol, fixture_prompts):
     with ModelServer(smol) as a, ModelServer(smol) as b:
-        be = OpenAIBackend("smollm2", base_urls=[a.url, b.url])
+        be = OpenAIBackend("smollm2", base_urls=[a.url, b.url], top_logprobs=20)
         be.score(fixture_prompts)
         for server in (a, b):
             shared = {r["messages"][-1]["content"].rsplit("\n\n", 1)[0] for r in server.requests}
@@ -307,9 +307,9 @@ def test_openai_fleet_survives_a_lost_node(smol, fixture_prompts):
     """One server of two dies mid-run (drops a request, then refuses connections): every prompt is
     still answered once, by the other, with the same score; only a fleet with no server left fails."""
     with ModelServer(smol) as ref:
-        want = OpenAIBackend("smollm2", base_urls=[ref.url]).score(fixture_prompts)
+        want = OpenAIBackend("smollm2", base_urls=[ref.url], top_logprobs=20).score(fixture_prompts)
     with ModelServer(smol, die_after=2) as a, ModelServer(smol) as b:
-        be = OpenAIBackend("smollm2", base_urls=[a.url, b.url], backoff=0.01, concurrency=1)
+        be = OpenAIBackend("smollm2", base_urls=[a.url, b.url], backoff=0.01, concurrency=1, top_logprobs=20)
         got = be.score(fixture_prompts)
         assert a.dead.is_set() and list(be.dead) == [a.url] and be.failovers >= 1
         assert a.answered >= 2 and a.answered + b.answered == len(fixture_prompts)  # each answered once
@@ -318,6 +318,30 @@ def test_openai_fleet_survives_a_lost_node(smol, fixture_prompts):
         b.dead.set()
         with pytest.raises(BackendError, match="no server of the fleet answers"):
             be.score([Prompt("", "Is fire hot? Answer with one word, yes or no.")])
+
+
+class _Ranked:
+    """A stand-in model behind the stub server: "yes" first, "no" 30th of 60 first tokens."""
+
+    def top_logprobs(self, prompts, k):
+        tokens = ["yes", *[f"w{i}" for i in range(28)], "no", *[f"v{i}" for i in range(30)]]
+        return [[(t, -0.1 * (i + 1)) for i, t in enumerate(tokens)][:k] for _ in prompts]
+
+
+@pytest.mark.parametrize(("server_cap", "asked", "cap", "bounded"), [
+    (20, None, 20, True),  # the server allows 20: "no" (30th) is outside them, a bounded score
+    (100, None, 100, False),  # DerivAudit's k where the server allows it
+    (20, 5, 5, True),  # as asked: no probe
+])
+def test_the_top_logprobs_cap_is_the_most_the_server_allows_and_recorded(server_cap, asked, cap, bounded):
+    with ModelServer(_Ranked(), max_top_logprobs=server_cap) as server:
+        be = OpenAIBackend("m", base_urls=[server.url], top_logprobs=asked)
+        assert be.identity()["top_logprobs_cap"] == cap
+        (s,) = be.score([Prompt("", "Is fire hot? Answer with one word, yes or no.")])
+        assert s.ok and s.k == cap and s.bounded is bounded
+        assert s.logodds == pytest.approx(-0.1 - (-0.1 * cap if bounded else -3.0))
+        asks = [r["top_logprobs"] for r in server.requests]
+        assert asks == ([5] if asked else [100, 20] if server_cap == 20 else [100, 100])
 
 
 def test_vllm_missing_is_a_clear_error():
