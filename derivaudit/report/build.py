@@ -85,7 +85,8 @@ def build(run: str | Path, *, min_confidence: float | None = None) -> dict[str, 
     scan_report = runs.read_json(run, runs.SCOPE)
     labeled = [r for r in labels if r["citation_label"] and r["expanded_label"]]
     scope = rates(labeled)
-    trust = _trust(run, meta, labeled, min_confidence)
+    prim_rows = runs.read_rows_if(run, runs.PRIMITIVES)  # read once: confidence and multi-passage both use it
+    trust = _trust(run, meta, labeled, prim_rows, min_confidence)
     for k, v in scope.items():
         est = trust["judge_sampling"].get(k)
         v["balanced_ci"] = [est["low"], est["high"]] if est else [None, None]
@@ -117,7 +118,7 @@ def build(run: str | Path, *, min_confidence: float | None = None) -> dict[str, 
         "replay": replay,
         "lifecycle": summarize_lifecycle(runs.read_rows_if(run, runs.LIFECYCLE)),
         "search": search_caps(run, labeled, (meta.get("evidence") or {}).get("limit_floor")),
-        "multi_passage": multi_passage_counts(labeled, runs.read_rows_if(run, runs.PRIMITIVES)),
+        "multi_passage": multi_passage_counts(labeled, prim_rows),
         "trust": trust,
         "interval": {"level": 0.95, "method": INTERVAL_METHOD},
     }
@@ -157,12 +158,12 @@ INTERVAL_METHOD = ("design-based: the store's rate, from the writes derivaudit d
                    "labelled (the judge's rate is then exact, its error unknown)")
 
 
-def _trust(run: Path, meta: dict[str, Any], labeled: list[dict[str, Any]], min_confidence: float | None
+def _trust(run: Path, meta: dict[str, Any], labeled: list[dict[str, Any]], prim_rows: list[dict[str, Any]],
+           min_confidence: float | None
            ) -> dict[str, Any]:
     """Corrected rates, the judge's sampling intervals, per-write confidence, accuracy at coverage."""
     ref = reference_labels(run, labeled)
-    conf = write_confidence(labeled, runs.read_rows(run, runs.PRIMITIVES) if runs.exists(run, runs.PRIMITIVES)
-                            else [], meta.get("calibration") or {})
+    conf = write_confidence(labeled, prim_rows, meta.get("calibration") or {})
     n_ref = sum(1 for r in labeled if r["write_id"] in ref["labels"])
     listed = [{"write_id": r["write_id"], "conversation_id": r["conversation_id"], "category": category_of(r),
                "confidence": conf.get(r["write_id"]), "reference": ref["labels"].get(r["write_id"])}
