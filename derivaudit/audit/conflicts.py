@@ -20,6 +20,15 @@ AUC was 0.34-0.61). So it is done here, deterministically:
 - count: a number the obligation puts on a noun ("five strikes", "ten years") against the numbers
   the event's passages put on the same noun; a conflict is when some do and none is equal.
 
+Seed 004 adds: a later change is an update, not a contradiction. Two values for one event are two
+times of it when the history itself says the value changed: a passage that gives the other value
+while announcing the change ("we pushed the trip back to June", "the recital was rescheduled"), or
+another turn of the view, about the same event, that states the obligation's own value (the
+event's value at another time: the memory follows either the change or what held before it). Then
+the passages that differ are not about the same time as the obligation and refute nothing (the
+obligation is left to its E and R answers). Otherwise the values are the same event at the same
+time, and they conflict.
+
 A conflict makes the obligation refuted by those passages (R yes, with them as its subset), and
 not implied by them (E no: a passage that gives another date for the event does not show this
 one). Phrases that cannot be resolved ("last weekend", "a few days ago", a season), clock times and
@@ -29,13 +38,14 @@ approximate counts are left alone: a value not read is never a conflict.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 
 from ..log import timeref
 from . import slots
+from .decompose import stems
 from .evidence import tokenize
 
 _CLOCK = re.compile(r"^\d{1,2}(?::\d{2})? ?(?:am|pm)$", re.I)
@@ -127,6 +137,25 @@ def counts(text: str) -> tuple[tuple[int, str, str], ...]:
     return tuple(out)
 
 
+# A passage that changes an event's value says so with a verb of changing the event itself: "we
+# moved to Boston in May" is a move, not a moved date, so "moved" counts only with an object moved
+# to somewhere ("moved it to", "got moved to").
+_CHANGE = re.compile(
+    r"\b(?:re-?schedul\w*|postpon\w*|delay(?:ed|ing)?|push(?:ed|ing)? (?:\w+ ){0,2}(?:back|forward)|"
+    r"brought (?:\w+ ){0,2}forward|(?:moved|moving|move|changed|changing|change|switched) "
+    r"(?:it|them|(?:the|our|my|his|her|their) \w+) (?:to|from|back)|(?:was|got|been|be|were) "
+    r"(?:moved|changed|pushed|shifted) (?:to|back|from)|changed (?:the|its|our|my) (?:date|day|time|plans?))\b",
+    re.I)
+
+
+_TIME_WORDS = ("day", "days", "week", "weeks", "weekend", "month", "months", "year", "years", "ago", "last", "next",
+               "today", "yesterday", "tomorrow", "tonight", "morning", "evening", "night", "time", "recently")
+
+_LIGHT_WORDS = ("get", "gets", "got", "gotten", "getting", "have", "has", "had", "having", "do", "does", "did", "done",
+                "make", "makes", "made", "go", "goes", "went", "gone", "going", "come", "came", "take", "took",
+                "taken", "new", "good", "great", "really", "thing", "things", "lot", "lots")
+
+
 @dataclass(frozen=True)
 class Passage:
     turn_id: str
@@ -149,25 +178,59 @@ class Conflict:
         return {"slot": self.slot, "value": self.value, "passages": list(self.passages), "stated": list(self.stated)}
 
 
-def conflict(obligation: str, when: str | None, event: Sequence[Passage]) -> Conflict | None:
+def conflict(obligation: str, when: str | None, event: Sequence[Passage],
+             view: Sequence[Passage] = ()) -> Conflict | None:
     """The time or count conflict between an obligation (stated at time `when`) and the passages
-    about its event, or None."""
+    about its event, or None. `view`: every passage of the view, where a turn that states the
+    obligation's own value at another time of the event is looked for (an update, not a conflict)."""
     if not event:
         return None
     own = dates(obligation, when)
     if own:
+        def same_time(p: Passage) -> bool:
+            return any(d.overlaps(o) for d in dates(p.text, p.time) for o in own)
+
         stating = [(p, dates(p.text, p.time)) for p in event]
         stating = [(p, ds) for p, ds in stating if ds]
-        if stating and not any(d.overlaps(o) for _, ds in stating for d in ds for o in own):
+        if (stating and not any(same_time(p) for p, _ in stating)
+                and not updated(obligation, [p for p, _ in stating], view, same_time)):
             return Conflict("time", "; ".join(o.said for o in own), tuple(p.turn_id for p, _ in stating),
                             tuple(f"{d.said} [{_shown(d)}]" for _, ds in stating for d in ds))
     for n, noun, said in counts(obligation):
+        def same_count(p: Passage, n: int = n, noun: str = noun) -> bool:
+            return any(m == n and s == noun for m, s, _ in counts(p.text))
+
         stating = [(p, [(m, w) for m, s, w in counts(p.text) if s == noun]) for p in event]
         stating = [(p, cs) for p, cs in stating if cs]
-        if stating and not any(m == n for _, cs in stating for m, _ in cs):
+        if (stating and not any(m == n for _, cs in stating for m, _ in cs)
+                and not updated(obligation, [p for p, _ in stating], view, same_count)):
             return Conflict("quantity", said, tuple(p.turn_id for p, _ in stating),
                             tuple(w for _, cs in stating for _, w in cs))
     return None
+
+
+def updated(obligation: str, differing: Sequence[Passage], view: Sequence[Passage],
+            states_own: Callable[[Passage], bool]) -> bool:
+    """Whether the passages that give another value for the event are a later change of it (or the
+    value it changed from) rather than the same time: one of them announces the change, or another
+    turn of `view`, about the same event, states the obligation's own value (`states_own`)."""
+    if any(_CHANGE.search(p.text) for p in differing):
+        return True
+    others = [p for p in view if p.turn_id not in {d.turn_id for d in differing} and states_own(p)]
+    if not others:
+        return False
+    event = _event_words(obligation) & set().union(*(stems(p.text) for p in differing))
+    return any(event & stems(p.text) for p in others)
+
+
+def _event_words(text: str) -> set[str]:
+    """The stems of the words that can name an obligation's event: its content words less names (a
+    capitalised word: a name is the subject, shared by every turn about that person; the first word
+    is most often one), the words of values (dates, numbers: "last week" is in turns about anything)
+    and light verbs ("my place got flooded", "got a new ride")."""
+    drop = stems(" ".join([*re.findall(r"\b[A-Z][a-z]+", text), *slots.values(text, "time"), *_NUMBERS,
+                           *_TIME_WORDS, *_LIGHT_WORDS]))
+    return {w for w in stems(text) - drop if not w.isdigit()}
 
 
 def _shown(d: Interval) -> str:
@@ -201,7 +264,8 @@ def apply(rows: Sequence[dict], texts: dict[str, str], when: str | None, turns: 
             nums = sorted({n for oid, b in said.items() if oid != row["obligation_id"] and b.get("e")
                            and mine & _content(texts.get(oid, "")) for n in b.get("e_subset") or []})
         ids = [row["passages"][n - 1] for n in nums if 0 < n <= len(row["passages"])]
-        found = conflict(texts.get(row["obligation_id"], ""), when, [turns[t] for t in ids if t in turns])
+        found = conflict(texts.get(row["obligation_id"], ""), when, [turns[t] for t in ids if t in turns],
+                         [turns[t] for t in row["passages"] if t in turns])
         if found is None:
             out.append(row)
             continue

@@ -50,6 +50,47 @@ def test_no_conflict_without_a_stated_different_value(obligation, passages):
     assert conflict(obligation, FRI, [Passage(f"t{i}", p, FRI) for i, p in enumerate(passages)]) is None
 
 
+JAN = "10:00 am on 3 January, 2022"
+PLAN = Passage("t1", "My sister Ana is visiting in February!", JAN)
+MOVED = Passage("t2", "Ana had to push her visit back to March, she could not get the days off.", FRI)
+
+
+def test_a_later_value_is_an_update_not_a_contradiction():
+    """Seed 004: a passage refutes only about the same subject, event and time; a later change is an
+    update. The memory may follow the change or what held before it; neither is contradicted."""
+    # the passage that gives another month announces the change: the memory holds the earlier plan
+    assert conflict("Ana is visiting in February.", FRI, [MOVED]) is None
+    # the judge found the event on the first plan only; a later turn of the view states the memory's month
+    later = Passage("t2", "Her visit is in March now.", FRI)
+    assert conflict("Ana is visiting in March.", FRI, [PLAN], [PLAN, later]) is None
+    # counts: an earlier count of the same thing, then the memory's count
+    dogs = [Passage("t1", "We have two dogs at home.", JAN), Passage("t2", "I got my third dog, three dogs now!", FRI)]
+    assert conflict("Sam has three dogs.", FRI, dogs[:1], dogs) is None
+    # without the later turn, the same memory and passage are the same event at the same time
+    assert conflict("Ana is visiting in March.", FRI, [PLAN], [PLAN]).slot == "time"
+
+
+@pytest.mark.parametrize("other", [
+    "Ana's birthday is on 3 February.",  # the memory's date, but another event (no event word shared)
+    "We moved to Boston on 3 February.",  # "moved" of a person, not of the event's date
+    "I got a new bike on 3 February.",  # a light verb is not an event
+])
+def test_a_same_time_different_date_is_a_contradiction(other):
+    came = Passage("t1", "Ana came over for dinner on 5 February.", FRI)
+    c = conflict("Ana came over for dinner on 3 February.", FRI, [came], [came, Passage("t0", other, FRI)])
+    assert c is not None and c.passages == ("t1",)
+    assert conflict("We moved to Boston in June 2021.", FRI, [Passage("t1", "We moved to Boston in May 2021.", FRI)])
+
+
+def test_apply_reads_the_whole_view_for_a_later_value():
+    turns = {"t1": PLAN, "t2": Passage("t2", "Her visit is in March now.", FRI), "t3": Passage("t3", "Nice!", FRI)}
+    texts = {"w#o1": "Ana is visiting in March."}
+    rows = [_row("w#o1", ["t1", "t2", "t3"], e=True, e_subset=[1])]
+    assert apply(rows, texts, FRI, turns) == rows  # update: left to the judge's own answers
+    rows = [_row("w#o1", ["t1", "t3"], e=True, e_subset=[1])]
+    assert apply(rows, texts, FRI, turns)[0]["label"] == "contradicted"
+
+
 def test_counts_skip_pronouns_and_approximations():
     text = "I have 3 dogs, one of them old, about ten years of work and a few days off"
     assert counts(text) == ((3, "dog", "3 dogs"),)
