@@ -44,6 +44,7 @@ from datetime import date, datetime, timedelta
 from functools import lru_cache
 
 from ..log import timeref
+from ..log.records import MemoryLog, Write
 from . import slots
 from .decompose import stems
 from .evidence import tokenize
@@ -231,6 +232,58 @@ def _event_words(text: str) -> set[str]:
     drop = stems(" ".join([*re.findall(r"\b[A-Z][a-z]+", text), *slots.values(text, "time"), *_NUMBERS,
                            *_TIME_WORDS, *_LIGHT_WORDS]))
     return {w for w in stems(text) - drop if not w.isdigit()}
+
+
+def later_value(obligation: str, when: str | None, later: Sequence[Passage],
+                replacement: Passage | None = None) -> Conflict | None:
+    """The lifecycle's update rule: the turns after a memory that give its event's date or count a
+    new value (the write audit's rule: a later value is an update). A turn about the event (an
+    event word in common) supersedes the obligation's value when it states another one that the
+    replacing memory (an update's new version, an invalidation's successor) also states, or, with
+    no replacement, while announcing the change; a later turn that states the old value again
+    undoes it. The superseding turns, or None."""
+    about = [p for p in later if _event_words(obligation) & stems(p.text)]
+    own = dates(obligation, when)
+    new = [d for d in dates(replacement.text, replacement.time) if not any(d.overlaps(o) for o in own)] \
+        if replacement is not None else []
+    if own:
+        found = _superseding(about, lambda p: [d for d in dates(p.text, p.time)],
+                             lambda d: any(d.overlaps(o) for o in own),
+                             lambda d: any(d.overlaps(n) for n in new), replacement is None)
+        if found:
+            return Conflict("time", "; ".join(o.said for o in own), tuple(p.turn_id for p, _ in found),
+                            tuple(f"{d.said} [{_shown(d)}]" for _, ds in found for d in ds))
+    for n, noun, said in counts(obligation):
+        values = {m for m, s, _ in counts(replacement.text) if s == noun and m != n} if replacement else set()
+        found = _superseding(about, lambda p, noun=noun: [(m, w) for m, s, w in counts(p.text) if s == noun],
+                             lambda c, n=n: c[0] == n, lambda c, values=values: c[0] in values,
+                             replacement is None)
+        if found:
+            return Conflict("quantity", said, tuple(p.turn_id for p, _ in found),
+                            tuple(w for _, cs in found for _, w in cs))
+    return None
+
+
+def _superseding(about: Sequence[Passage], read: Callable, is_own: Callable, is_new: Callable,
+                 announced: bool) -> list[tuple[Passage, list]]:
+    """The turns (with the values they state) that give the event a new value after the last turn
+    that states the old one."""
+    found: list[tuple[Passage, list]] = []
+    for p in about:
+        vals = read(p)
+        if any(is_own(v) for v in vals):
+            found = []  # the old value stated again: it holds
+        elif vals and (any(is_new(v) for v in vals) or (announced and _CHANGE.search(p.text))):
+            found.append((p, vals))
+    return found
+
+
+def write_time(log: MemoryLog, w: Write) -> str | None:
+    """A memory's time, which its relative dates are read against: its own, else its write point's
+    turn's."""
+    conv = log.conversations.get(w.conversation_id)
+    seen = conv.turns[conv.position[w.last_seen_turn]] if conv and w.last_seen_turn in conv.position else None
+    return w.time or (seen.time if seen else None)
 
 
 def _shown(d: Interval) -> str:

@@ -19,16 +19,14 @@ target's write point up to the operation point ("the after view"):
   scores sat within 0.3 of each other whatever the later turns said);
 - F: does someone ask to forget it? Asked, like U, as the write audit's own E question, about the
   statement "Someone asks to forget that <obligation>" (its own yes/no wording separated the
-  fixture log's calibration items less well: AUC 0.86 / 0.92 for annotators A / B against 0.97 /
-  0.91, true-positive rate at FPR 0.10 0.59 / 0.59 against 1.0 / 0.68), over the after turns that
-  make a request to forget, delete or stop keeping something (`FORGET`, the request's own verbs in
-  a request's form: a request to forget is a speech act that names its act and is addressed to the
-  store, "Forget that", "Can you delete …"; "I forget things" and "don't forget" make none) and
-  refer to the target (a word of it in the request or in the turn
-  just before, which is then read with it: "Please forget that." says what only beside what it
-  points at), and only those; with none, F is no without asking. Over the whole after view the
-  judge read "forget" into any turn about the fact ("Sam is thinking about trying painting": F
-  yes) and missed a plain request among other turns.
+  calibration items less well: AUC 0.86 / 0.92 against 0.97 / 0.91), over the after turns that
+  make a request to forget, delete or stop keeping something (`FORGET`: a speech act addressed to
+  the store, "Forget that", "Can you delete …"; "I forget things" and "don't forget" make none) and
+  refer to the target (a word of it in the request or the turn before, read with it: "Please
+  forget that." says what only beside what it points at); with none, F is no, unasked.
+  Over the whole after view the judge read "forget" into any turn about the fact.
+- U by arithmetic: a later turn about the event that gives its date or count a new value (one the
+  replacing memory states, or a change it announces) ends the old value (`later_values`).
 An update's change is audited too: the old version's obligations are checked against the new
 text with the write audit's own label ("kept": the new version supports it; E yes with R yes is
 ambiguous there, not kept: the judge said E yes to "Priya works as a nurse" over "Priya works at a
@@ -38,26 +36,23 @@ it drops or changes must be superseded by the after turns. A successor is checke
 turns it cites after the target's write (what it derives from must end the target; its own text
 when it cites none of them), or by the after view's U when the checked subset that ends the target
 names a turn the successor cites (the same question with the turns around it: "we moved to
-Seattle" with "congratulations on the move"), and must itself be supported. (U over the successor's
-text alone said no to "Priya moved to Seattle" against "Priya lives in Denver": the judge reads
-turns better than a one-line memory.)
+Seattle" with "congratulations on the move"), and must itself be supported (the judge reads turns
+better than a one-line memory).
 
 An obligation with U yes is audited once more as a write (the write audit's own primitives and
 label) over the superseding turns and every turn after them up to the operation point ("held"):
 when the judge calls it supported there, the turns it read as ending the fact state it, or a later
 one says it holds again ("my allergy is as bad as ever"); either way the latest word is not that
-it ended, and U's yes does not supersede it. (Only the turns after the last superseding one were
-asked before: the judge names the restating turn itself as superseding, so nothing was left.)
+it ended, and U's yes does not supersede it.
 
 Label rule (fixed; no typed label):
 - delete / invalidate, no successor: justified when some determinate obligation has U (not held)
-  or F yes;
-  else ambiguous when some obligation is not determinate; else unjustified (collateral);
+  or F yes; else ambiguous when some obligation is not determinate; else unjustified (collateral);
 - with a successor: ambiguous when no determinate obligation has U yes over the successor's
   evidence, or over the after turns with a subset naming a turn the successor cites, and some
-  obligation is not determinate; unjustified when none has (it is about
-  something else: graphiti#1728) or the successor is unsupported or contradicted; justified
-  when it conflicts and is supported; ambiguous otherwise (its own label unknown or ambiguous);
+  obligation is not determinate; unjustified when none has (it is about something else) or the
+  successor is unsupported or contradicted; justified when it conflicts and is supported;
+  ambiguous otherwise (its own label unknown or ambiguous);
 - update: justified when the new version keeps (supports, in its own words) every obligation of
   the old, or every one it drops has U or F yes, over the after view or over the turns the new
   version cites after the old one's write (the new version is the old one's successor, read as an
@@ -80,6 +75,7 @@ from typing import Any, ClassVar
 from rank_bm25 import BM25Okapi
 
 from ..log.records import MAX_PASSAGES, MemoryLog, Turn, Write
+from . import conflicts
 from .annotate import Annotator, Item, Primitives, Settled, _answers, annotate, ask, passages_block, settle_agreed
 from .decompose import Obligation, stems
 from .evidence import tokenize
@@ -89,7 +85,7 @@ OUTSIDE = ("api", "ui")  # origins the store records as not from the conversatio
 # lifecycle stage's fingerprint, so a finished run is re-judged under new rules (answers cached).
 RULES = ("successor-evidence-2, held-2, forget-turns-3, kept-label-1, after-keeps-successor-1, after-budget-1, "
          "written-ambiguous-1, update-evidence-1, forget-cal-3, forget-as-e-1, forget-negated-1, kept-words-1, "
-         "forget-request-1")
+         "forget-request-1", "later-values-1")
 # A turn that asks to forget, delete or stop keeping something: the verbs of the request itself, in
 # the form of a request (a speech act addressed to the store): the imperative at a clause's start
 # ("Forget what I said", "Actually, delete that"), or after a request marker ("please", "can you",
@@ -270,6 +266,23 @@ def held_item(log: MemoryLog, case: Case, row: dict[str, Any], item: Item) -> It
         return None
     since = conv.turns[position[first] - 1].turn_id  # `first` is after the write point: never turn 0
     return Item(item.obligation, case.target, "held", after_turns(log, case, since=since, keep=(first,)))
+
+
+def later_values(log: MemoryLog, case: Case, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """U by arithmetic once the answers are settled, as the write audit's value check: U yes over the
+    turns that give the event's date or count a new value (`conflicts.later_value`), where U said no
+    (the judge does no calendar arithmetic, and misses a plain change of date)."""
+    conv = log.conversations[case.conversation_id]
+    by = case.new or case.successor
+    by_p = conflicts.Passage(by.write_id, by.text, conflicts.write_time(log, by)) if by else None
+    for r in rows.get("after", []):
+        if not r["u"]:
+            turns = [conv.turns[conv.position[t]] for t in r["passages"]]
+            found = conflicts.later_value(r["obligation"], conflicts.write_time(log, case.target),
+                                          [conflicts.Passage(t.turn_id, t.text, t.time) for t in turns], by_p)
+            if found:
+                r.update(u=True, u_subset=[r["passages"].index(t) + 1 for t in found.passages], held=False,
+                         value=found.to_dict())
 
 
 def as_passage(w: Write, order: int = 0) -> Turn:
@@ -571,12 +584,16 @@ def judge(log: MemoryLog, todo: Sequence[Case], obligations: dict[str, Sequence[
     anns = annotate([it for _, it in kept] + [it for _, it in held], a, b, adj) if kept or held else []
     for (ci, it), x in zip(kept, anns[: len(kept)], strict=True):
         f = x.final
+        new = conflicts.Passage(todo[ci].new.write_id, todo[ci].new.text, conflicts.write_time(log, todo[ci].new))
+        moved = conflicts.conflict(it.obligation.text, conflicts.write_time(log, todo[ci].target), [new])
         results[ci].rows.setdefault("kept", []).append(
             {"obligation_id": it.obligation.obligation_id, "obligation": it.obligation.text, "e": f.e,
-             "label": x.label})
+             "label": "contradicted" if moved else x.label})  # the write audit's value check, as in a scan
     for (row, it), x in zip(held, anns[len(kept):], strict=True):
         row["held"] = x.label == "supported"
         row["held_turns"] = [t.turn_id for t in it.passages]
+    for c, r in zip(todo, results, strict=True):
+        later_values(log, c, r.rows)
     for r in results:
         succ = write_labels.get(r.case.successor.write_id) if r.case.successor else None
         r.label, r.why, r.deciding = label(r.case, r.rows, succ)

@@ -30,6 +30,7 @@ from ..runs.folder import VIEW_NAMES, Stage, load_meta, save_meta
 from . import calibrate, conflicts, incremental
 from .annotate import SUBSET_RULES, Annotator, Item
 from .annotate import annotate as run_annotators
+from .conflicts import write_time
 from .decompose import PARSE_RULES, Decomposition, decompose
 from .evidence import EvidenceSettings, EvidenceViews, build_views
 from .labels import RULES, carry_across_views
@@ -548,13 +549,6 @@ def settled(prim_rows: Sequence[dict[str, Any]], texts: dict[str, str], when: di
     if carry:
         per(lambda r: r["obligation_id"], lambda rs: carry_across_views(rs, which=("r",)))
     return out
-
-
-def write_time(log: MemoryLog, w: Write) -> str | None:
-    """A memory's time: its own, else its write point's turn's."""
-    conv = log.conversations.get(w.conversation_id)
-    seen = conv.turns[conv.position[w.last_seen_turn]] if conv and w.last_seen_turn in conv.position else None
-    return w.time or (seen.time if seen else None)
 
 
 def settle_inputs(log: MemoryLog, writes: Sequence[Write], views: Sequence[EvidenceViews],

@@ -91,6 +91,21 @@ def test_apply_reads_the_whole_view_for_a_later_value():
     assert apply(rows, texts, FRI, turns)[0]["label"] == "contradicted"
 
 
+def test_later_value_is_the_turns_that_move_the_value_since_it_was_last_stated():
+    from derivaudit.audit.conflicts import later_value
+
+    ob, june = "Ana is visiting in February.", Passage("new", "Ana is visiting in March.", FRI)
+    found = later_value(ob, JAN, [Passage("t1", "Lovely weather.", FRI), MOVED], june)
+    assert found.slot == "time" and found.passages == ("t2",)
+    assert later_value(ob, JAN, [MOVED, Passage("t3", "Her visit is in February after all.", FRI)], june) is None
+    assert later_value(ob, JAN, [MOVED], Passage("new", "Ana is visiting in April.", FRI)) is None
+    assert later_value(ob, JAN, [MOVED]).passages == ("t2",)  # no replacement: the change is announced
+    assert later_value(ob, JAN, [Passage("t2", "Ana's visit in March is her second.", FRI)]) is None
+    dogs = later_value("Sam has two dogs.", JAN, [Passage("t2", "We have three dogs since Friday.", FRI)],
+                       Passage("new", "Sam has three dogs.", FRI))
+    assert dogs.slot == "quantity" and dogs.stated == ("three dogs",)
+
+
 def test_counts_skip_pronouns_and_approximations():
     text = "I have 3 dogs, one of them old, about ten years of work and a few days off"
     assert counts(text) == ((3, "dog", "3 dogs"),)

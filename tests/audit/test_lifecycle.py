@@ -249,6 +249,76 @@ def test_an_update_is_judged_on_the_turns_its_new_version_cites_after_the_old(tm
     assert "successor" not in lifecycle.items_for(old, upd, _obligations(old)["w3"])
 
 
+MARCH = "10:00 am on 2 March, 2026"
+
+
+def _ana(tmp_path, later, new_text="Erin's sister Ana is visiting in June", kind="update"):
+    """Erin's sister's visit in May (t0), then the turns `later`; the memory of t0, then an update (or
+    a deletion) of it at the last turn."""
+    rows = _erin(["My sister Ana is visiting in May!", *later])
+    for r in rows[1:]:
+        r["time"] = MARCH
+    last = f"t{len(later)}"
+    rows.append({"type": "write", "write_id": "w1", "conversation_id": "c", "citations": ["t0"],
+                 "text": "Erin's sister Ana is visiting in May", "last_seen_turn": "t0"})
+    if kind == "update":
+        rows.append({"type": "write", "write_id": "w2", "conversation_id": "c", "text": new_text, "citations": [],
+                     "last_seen_turn": last, "parent_id": "w1", "source_id": "w1"})
+    else:
+        rows.append({"type": "operation", "operation_id": "o", "conversation_id": "c", "kind": "delete",
+                     "target": "w1", "last_seen_turn": last})
+    log = _load(tmp_path, rows)
+    be = LifecycleRule()
+    a, b, adj = Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")
+    (res,) = lifecycle.judge(log, lifecycle.cases(log), _obligations(log), a, b, adj)
+    return res
+
+
+def test_a_later_date_for_the_event_supersedes_the_old_one(tmp_path):
+    """The write audit's update rule feeds U: a later turn giving the event the month the update moves
+    it to ends the old month, though the judge's U (no "changed" or "no longer" here) says no."""
+    moved = _ana(tmp_path, ["Nice day.", "Ana had to push her visit back to June.", "Rain again."])
+    (row,) = moved.rows["after"]
+    assert row["u"] is True and row["passages"][row["u_subset"][0] - 1] == "t2"
+    assert row["value"]["slot"] == "time" and row["value"]["passages"] == ["t2"]
+    assert moved.rows["kept"][0]["label"] == "contradicted"  # the new version gives the event another month
+    assert moved.label == "justified" and moved.deciding == ["t2"]
+    # the old month said again after the change: it holds, and the update lost it
+    (tmp_path / "again").mkdir()
+    again = _ana(tmp_path / "again", ["Ana had to push her visit back to June.", "No wait, Ana's visit is in May."])
+    assert not again.rows["after"][0]["u"] and again.label == "unjustified"
+    # the update moves it to a month no turn gives: nothing supersedes May
+    (tmp_path / "july").mkdir()
+    july = _ana(tmp_path / "july", ["Ana had to push her visit back to June."], "Erin's sister Ana is visiting in July")
+    assert not july.rows["after"][0]["u"] and july.label == "unjustified"
+
+
+def test_a_visit_moved_in_a_store_mem0_wrote_is_a_justified_update(tmp_path):
+    """mem0ai 2.2.1's own store (fixtures/gen/mem0_store.py dates): the app edits "visiting in May"
+    to June after Hana said the visit was pushed back to June."""
+    from derivaudit.importers import run_import
+
+    store = Path(__file__).resolve().parents[2] / "fixtures" / "mem0_dates"
+    log, _ = run_import("mem0-db", store / "history.db", tmp_path / "m.jsonl")
+    (case,) = lifecycle.cases(log)
+    truth = json.loads((store / "truth.json").read_text())["memories"]
+    assert case.new.text == "Sister Ana is visiting in June"
+    assert next(v["lifecycle_gold"] for v in truth.values() if v["how"] == "update") == "justified"
+    be = LifecycleRule()
+    a, b, adj = Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a")
+    (res,) = lifecycle.judge(log, [case], _obligations(log), a, b, adj)
+    pushed = next(t.turn_id for t in log.conversations[case.conversation_id].turns if "push her visit" in t.text)
+    assert res.label == "justified" and res.deciding == [pushed]
+
+
+def test_a_deletion_is_justified_by_an_announced_change_of_date_only(tmp_path):
+    gone = _ana(tmp_path, ["Ana had to push her visit back to June."], kind="delete")
+    assert gone.label == "justified" and gone.rows["after"][0]["value"]["passages"] == ["t1"]
+    (tmp_path / "other").mkdir()
+    other = _ana(tmp_path / "other", ["Ana's visit in June will be her second one."], kind="delete")
+    assert other.label == "unjustified" and "value" not in other.rows["after"][0]
+
+
 def test_a_target_the_write_audit_calls_ambiguous_is_not_determinate(tmp_path):
     """Seed 004's ambiguous (D no, or E and R both yes) is the write audit's word for an obligation
     whose claim is not settled: in every kind of operation it counts as not determinate, as D no
