@@ -107,6 +107,7 @@ def setting_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "excluded": {k: sum(r["excluded"] == k for r in rows) for k in dict.fromkeys(
             ["ambiguous", "unresolved", *(r["excluded"] for r in rows if r["excluded"])])},
         "scoring_errors": sum(r["score"] is None and r["truth"] is not None for r in rows),
+        "bounded_scores": sum(r.get("bounded", 0) for r in rows if r["truth"] is not None),
         "auc": auc(pos, neg),
         "repaired_kept": sum(r["decision"] for r in repaired), "repaired": len(repaired),
         "thresholds": [t if math.isfinite(t) else str(t) for t in thresholds][:20],
@@ -413,14 +414,14 @@ def replay(run: Any, backend: Backend, settings: Sequence[tuple[str, str]], *, r
     total = len(next(iter(by_evidence.values()))) if by_evidence else 0
     for start in range(0, total, chunk):
         jobs = [(view, cases[start : start + chunk]) for view, cases in cases_of.values()]
-        for (key, (view, _)), (_, part), scored in zip(cases_of.items(), jobs, score_settings(backend, jobs, rule),
-                                                       strict=True):
+        scored_jobs = score_settings(backend, jobs, rule, details=True)
+        for (key, (view, _)), (_, part), scored in zip(cases_of.items(), jobs, scored_jobs, strict=True):
             ev = key.split("/", 1)[1]
-            for c, (score, parts) in zip(part, scored, strict=True):
+            for c, (score, parts, sc) in zip(part, scored, strict=True):
                 rows_of[key].append({"setting": key, "view": view.name, "evidence": ev, "write_id": c.write_id,
                                      "conversation_id": c.conversation_id, "truth": c.truth,
                                      "excluded": c.excluded, "repaired": c.repaired, "score": score,
-                                     "parts": parts})
+                                     "parts": parts, "bounded": sum(s.ok and s.bounded for s in sc)})
         progress("scoring", min(chunk, total - start), total)
     rows_of = _merged(run, earlier, rows_of, stale, by_evidence, reference, rule, report)
     used = resolve_point([r for rows in rows_of.values() for r in rows], point)  # one point per verifier

@@ -87,6 +87,9 @@ class Primitives:
         return asdict(self)
 
 
+BOUNDED = "bounded score"  # a note's words: one of yes/no was outside the top k, its log-probability bounded
+
+
 def _yes(s: Score, notes: list[str], what: str) -> bool | None:
     if not s.ok:
         notes.append(f"{what}: scoring error: {s.error}")
@@ -401,6 +404,8 @@ def _answers(items: Sequence[Item], askers: Sequence[Asker],
         for (j, k, which), s in zip(slots, scores, strict=True):
             prims[j][k].scores[which] = s.logodds
             got[(j, k, which)] = s
+            if s.ok and s.bounded:  # the server's top-k cap decided it: the report counts these
+                prims[j][k].notes.append(f"{which.upper()}: {BOUNDED} (yes or no outside the top {s.k})")
 
     prims = [[Primitives(None, False, False) for _ in items] for _ in askers]
     got: dict[tuple[int, int, str], Score] = {}

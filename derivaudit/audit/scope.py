@@ -11,7 +11,7 @@ from ..log.records import Write
 from ..rates.stats import SCOPE_HELP, cohen_kappa, rates
 from ..runs.folder import VIEW_NAMES
 from . import gold
-from .annotate import Annotation
+from .annotate import BOUNDED, Annotation
 from .decompose import Decomposition
 from .evidence import EvidenceViews
 from .labels import answers, memory_label, obligation_label
@@ -82,8 +82,8 @@ def scope_report(labels: Sequence[dict[str, Any]], prim_rows: Sequence[dict[str,
     agreement["label"] = {"agreement": _share(la, lb), "kappa": cohen_kappa(la, lb)}
     n_adj = sum(r["adjudicated"] for r in prim_rows)
     status = {s: sum(d.status == s for d in decs) for s in ("ok", "retried", "fallback")}
-    errors = sum(1 for r in prim_rows for who in ("A", "B", "adjudicator") if r[who]
-                 for n in r[who]["notes"] if "scoring error" in n)
+    notes = [n for r in prim_rows for who in ("A", "B", "adjudicator") if r[who] for n in r[who]["notes"]]
+    errors = sum("scoring error" in n for n in notes)
     out = {
         "scope": scope,
         "largest_weighting_difference": {"metric": largest[0], "difference": largest[1]},
@@ -92,6 +92,7 @@ def scope_report(labels: Sequence[dict[str, Any]], prim_rows: Sequence[dict[str,
         "decomposition": {**status, "failure_rate": status["fallback"] / len(decs) if decs else None,
                           "obligations": sum(len(d.obligations) for d in decs)},
         "scoring_errors": errors,
+        "bounded_scores": sum(BOUNDED in n for n in notes),
         "labels": {vn: _counts([r[f"{'citation' if vn == 'citation_only' else 'expanded'}_label"] for r in labels])
                    for vn in VIEW_NAMES},
     }

@@ -50,6 +50,8 @@ METRICS: dict[str, str] = {
     "adjudication_rate": "share of obligation items sent to the adjudicator",
     "decomposition_failure_rate": "share of writes whose decomposition fell back to the whole record",
     "scoring_errors": "scoring errors in the scan plus those in the replay",
+    "bounded_scores": "scores the top-k cap decided (yes or no outside the top k, its log-probability bounded by "
+                      "the k-th), scan plus replay",
     "skipped_records": "input records skipped as invalid",
     "writes": "writes in the run",
     "multi_passage_cited": "share of citation-supported writes whose citation view's minimal subsets span > 1 "
@@ -113,7 +115,10 @@ def build(run: str | Path, *, min_confidence: float | None = None) -> dict[str, 
         "rubric": runs.read_json_if(run, runs.RUBRIC),
         "scoring_errors": {"scan": scan_report.get("scoring_errors", 0),
                            "replay": {k: v.get("scoring_errors", 0)
-                                      for k, v in (replay or {}).get("settings", {}).items()}},
+                                      for k, v in (replay or {}).get("settings", {}).items()},
+                           "bounded": {"scan": scan_report.get("bounded_scores", 0),
+                                       "replay": {k: v.get("bounded_scores", 0)
+                                                  for k, v in (replay or {}).get("settings", {}).items()}}},
         "skipped_records": meta.get("skipped_records", []),
         "replay": replay,
         "lifecycle": summarize_lifecycle(runs.read_rows_if(run, runs.LIFECYCLE)),
@@ -272,6 +277,7 @@ def flat_metrics(report: dict[str, Any]) -> dict[str, float | None]:
     m["decomposition_failure_rate"] = _num(report.get("decomposition", {}).get("failure_rate"))
     se = report["scoring_errors"]
     m["scoring_errors"] = float(se["scan"] + sum(se["replay"].values()))
+    m["bounded_scores"] = float(se["bounded"]["scan"] + sum(se["bounded"]["replay"].values()))
     m["skipped_records"] = float(len(report["skipped_records"]))
     m["writes"] = float(report["run"]["writes"])
     cited = (report.get("multi_passage") or {}).get("citation_supported") or {}

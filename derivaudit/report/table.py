@@ -207,7 +207,8 @@ def print_scope(out: Console, report: dict[str, Any]) -> None:
     dec = report["decomposition"]
     out.print(f"decomposition: {dec['ok']} ok, {dec['retried']} after retry, {dec['fallback']} failed "
               f"(audited as the whole record; failure rate {_pct(dec['failure_rate'])}); "
-              f"{dec['obligations']} obligations; scoring errors: {report['scoring_errors']}")
+              f"{dec['obligations']} obligations; scoring errors: {report['scoring_errors']}; bounded scores "
+              f"(yes or no outside the top k): {report.get('bounded_scores', 0)}")
 
 
 def print_replay(out: Console, report: dict[str, Any]) -> None:

@@ -236,7 +236,9 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
             lines.append(f"- … and {len(bad) - top} more")
     lines += lifecycle_markdown(report.get("lifecycle"), top)
     skipped = report.get("skipped_records") or []
-    lines += ["", f"Scoring errors: {int(report['metrics']['scoring_errors'] or 0)}; skipped records: {len(skipped)}."]
+    lines += ["", f"Scoring errors: {int(report['metrics']['scoring_errors'] or 0)}; bounded scores (yes or no "
+              f"outside the top k): {int(report['metrics'].get('bounded_scores') or 0)}; "
+              f"skipped records: {len(skipped)}."]
     return "\n".join(lines) + "\n"
 
 

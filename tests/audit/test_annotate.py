@@ -259,3 +259,34 @@ def test_a_hedge_the_record_does_not_make_is_dropped_when_nothing_it_says_is_los
     obs = parse_obligations(w, "FACT: Jon printed the flyers.\n"
                                "QUALIFIER (modality): The printing was done on 17 January 2022.")
     assert [o.subtype for o in obs] == [None, "modality"]
+
+
+class _NoOutsideTwenty:
+    """A model behind the loopback server whose "no" is the 30th first token: outside a 20 cap."""
+
+    def top_logprobs(self, prompts, k):
+        tokens = ["yes", *[f"w{i}" for i in range(28)], "no", *[f"v{i}" for i in range(30)]]
+        return [[(t, -0.1 * (i + 1)) for i, t in enumerate(tokens)][:k] for _ in prompts]
+
+
+def test_scores_the_top_k_cap_decided_are_counted_as_bounded(tmp_path):
+    """A server that allows 20 log-probabilities, with "no" outside them: every score is bounded
+    (DerivAudit reads yes/no among the top 100), noted on the primitives and counted by the scope
+    report beside the scoring errors."""
+    from derivaudit.audit.decompose import Obligation
+    from derivaudit.audit.scope import _primitive_row, scope_report
+    from derivaudit.log.records import Turn
+    from derivaudit.models.openai import OpenAIBackend
+    from tests.openai_server import ModelServer
+
+    w = Write("w", "c", "Mia keeps her kayak at the harbour.", ("t0",), "t0")
+    items = [Item(Obligation("w#1", "w", "fact", None, w.text), w, "expanded",
+                  [Turn("c", "t0", 0, "Mia", "My kayak lives at the harbour.")])]
+    with ModelServer(_NoOutsideTwenty(), max_top_logprobs=20) as server:
+        be = OpenAIBackend("m", base_urls=[server.url])
+        anns = annotate(items, Annotator("A", be, "a"), Annotator("B", be, "b"), Annotator("adjudicator", be, "a"))
+    notes = [n for x in anns for n in x.a.notes + x.b.notes]
+    assert notes and all("bounded score (yes or no outside the top 20)" in n for n in notes if "bounded" in n)
+    bounded = sum("bounded score" in n for n in notes)
+    assert bounded >= 4  # D, E (and its null) for A and B
+    assert scope_report([], [_primitive_row(x) for x in anns], [])["bounded_scores"] == bounded

@@ -348,3 +348,23 @@ def test_the_search_cap_and_multi_passage_are_counted_as_the_paper_defines_them(
     assert doc["metrics"]["multi_passage_cited"] == (pytest.approx(want / len(cited)) if cited else None)
     md = report_cli(str(synth_run), "--format", "md").stdout
     assert f"Search cap: {capped} of {len(views)} writes" in md and "Multi\\-passage, the paper's way" in md
+
+
+def test_bounded_scores_are_counted_beside_the_scoring_errors(synth_run, tmp_path):
+    """Scores the top-k cap decided (scan and replay) are in the JSON, the metrics and the line of
+    the scoring errors."""
+    run = tmp_path / "run"
+    shutil.copytree(synth_run, run)
+    scope = runs.read_json(run, runs.SCOPE)
+    runs.write_json(run, runs.SCOPE, {**scope, "bounded_scores": 3})
+    replay = runs.read_json(run, runs.REPLAY)
+    first = next(iter(replay["settings"]))
+    replay["settings"][first]["bounded_scores"] = 2
+    runs.write_json(run, runs.REPLAY, replay)
+    doc = json.loads(report_cli(str(run), "--format", "json").stdout)
+    validate(doc)
+    assert doc["scoring_errors"]["bounded"]["scan"] == 3 and doc["scoring_errors"]["bounded"]["replay"][first] == 2
+    assert doc["metrics"]["bounded_scores"] == 5
+    assert "bounded scores (yes or no outside the top k): 5;" in report_cli(str(run), "--format", "md").stdout
+    plain = json.loads(report_cli(str(synth_run), "--format", "json").stdout)
+    assert plain["metrics"]["bounded_scores"] == 0
