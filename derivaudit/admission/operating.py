@@ -79,3 +79,16 @@ def decide(rows: list[dict[str, Any]], point: str) -> str:
         else:
             r["decision"] = argmax_decision(r["score"])
     return used
+
+
+def held_out_threshold(rows: Sequence[dict[str, Any]], point: str) -> float:
+    """The threshold for items held out from every one of these rows' conversations (built families,
+    probes): at crossfit, picked as for a held-out conversation, on the negatives of all of them
+    (each is held in); at argmax, 0 (admit when log-odds > 0)."""
+    if point != "crossfit":
+        return 0.0
+    negs: dict[str, list[float]] = {}
+    for r in rows:
+        if r["truth"] is False and r["score"] is not None:
+            negs.setdefault(r["conversation_id"], []).append(r["score"])
+    return pick_threshold(negs)

@@ -26,10 +26,7 @@ from ..audit.labels import answers
 from ..models.base import Backend, Prompt, Score, usage_report
 from ..rates.stats import auc, balanced_interval, paired_interval
 from ..runs import folder as runs
-from .operating import (
-    decide,
-    resolve_point,
-)
+from .operating import decide, held_out_threshold, resolve_point
 from .views import GATE_VIEW, Memory, View, evidence_block, get_view
 
 CANONICAL = {
@@ -354,6 +351,32 @@ def earlier_replays(run: Any, backend: Backend, fresh: bool = False) -> tuple[di
     for r in runs.read_rows_if(run, runs.REPLAY_SCORES):
         rows_of.setdefault(r["setting"], []).append(r)
     return rows_of, old
+
+
+def replayed_thresholds(run: Any, views: Sequence[str], backend: Backend,
+                        evidence: str = "expanded") -> dict[str, dict[str, Any]]:
+    """Per view, the operating point a run's replay decided that view at (its `evidence` setting),
+    as a threshold for items held out from all of the run's conversations (operating.
+    held_out_threshold): what built tests (families) are decided at, so that they are read as the
+    replay reads the natural writes. The replay must be by this verifier (DerivAudit compares
+    settings within one verifier) and hold every view (RunError, naming what is missing)."""
+    runs.require(run, (runs.REPLAY, runs.REPLAY_SCORES), f"replay it first: `derivaudit replay {run}`")
+    report = runs.read_json(run, runs.REPLAY)
+    was, now = report.get("model"), backend.identity()
+    if was != now:
+        raise runs.RunError(f"{runs.path(run, runs.REPLAY)} was decided by {_model_name(was)}, and this verifier is "
+                            f"{_model_name(now)}: an operating point holds for one verifier only")
+    rows = runs.read_rows(run, runs.REPLAY_SCORES)
+    out = {}
+    for view in views:
+        key = f"{view}/{evidence}"
+        if key not in report.get("settings", {}):
+            raise runs.RunError(f"{runs.path(run, runs.REPLAY)} has no {key} setting: "
+                                f"`derivaudit replay {run} --view {view}` first")
+        point = report["settings"][key]["operating_point"]
+        threshold = held_out_threshold([r for r in rows if r["setting"] == key], point)
+        out[view] = {"threshold": threshold, "operating_point": point, "setting": key, "run": str(run)}
+    return out
 
 
 def _model_name(identity: Any) -> str:

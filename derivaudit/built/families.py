@@ -6,7 +6,8 @@ the evidence supports, the invalid one a relation nothing supports. `build` make
 {local, distributed} relation support × {valid, invalid} memory, over the same two distractor
 passages and neutral padding turns from one real conversation up to a fixed number of passages,
 plus two controls per evidence setting: the relation support removed (the valid memory should
-flip to reject) and the premises swapped for irrelevant history of the same length and position.
+flip to reject) and the premises swapped for irrelevant history at the same positions, each turn
+within ±20% of the words of the passage it replaces (`length_matched`).
 `run` scores every version with the chosen views and reports acceptance per cell, the valid-invalid
 gap and the control outcomes.
 
@@ -18,6 +19,7 @@ distractors (two passages), and optionally conversation (the padding conversatio
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,6 +35,7 @@ from ..safe import dumps as json_dumps
 
 EVIDENCE_SPREADS = ("local", "distributed")
 CONTROLS = ("no_relation", "swapped_premises")
+LENGTH_MATCH = 0.2  # a control's stand-in turn is within ±20% of the replaced passage's words
 ITEMS = "items.jsonl"
 BUILD = "build.json"
 
@@ -103,6 +106,33 @@ def load_families(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def length_matched(replaced: Sequence[dict[str, str]], candidates: Sequence[dict[str, str]],
+                   seed: str) -> list[dict[str, Any]]:
+    """One stand-in per replaced passage, each used once: the first candidate, in a seeded order,
+    whose length in words is within LENGTH_MATCH of the replaced passage's (DerivAudit App. E: the
+    controls keep the evidence's length and position); where none is, the closest in length,
+    flagged `length_matched: false` (counted in build.json)."""
+    order = list(candidates)
+    random.Random(seed).shuffle(order)
+    used: set[int] = set()
+    out = []
+    for p in replaced:
+        n = words(p["text"])
+        free = [i for i in range(len(order)) if i not in used]
+        if not free:
+            raise FamilyError([Problem("--log", None, None, "too_small",
+                                       "the padding conversation has too few turns for the controls")])
+        fit = [i for i in free if abs(words(order[i]["text"]) - n) <= LENGTH_MATCH * n]
+        i = fit[0] if fit else min(free, key=lambda i: (abs(words(order[i]["text"]) - n), i))
+        used.add(i)
+        out.append({**order[i], "length_matched": bool(fit)})
+    return out
+
+
 def _place(rng: random.Random, size: int, n_core: int) -> list[int]:
     """Sorted positions (0-based, of `size`) where the core passages go."""
     return sorted(rng.sample(range(size), n_core))
@@ -117,6 +147,7 @@ def build(families_path: str | Path, log: MemoryLog, out: str | Path, *, size: i
         raise FamilyError([Problem(str(families_path), None, None, "no_padding", "the --log has no turns")])
     problems = []
     items: list[dict[str, Any]] = []
+    unmatched = 0
     for fam in fams:
         fid = fam["family_id"]
         long_enough = [c for c in convs if len(log.conversations[c].turns) >= size - 2] or convs
@@ -137,6 +168,8 @@ def build(families_path: str | Path, log: MemoryLog, out: str | Path, *, size: i
         start = rng.randrange(0, len(turns) - need + 1)
         pool = [{"speaker": t.speaker, "text": " ".join(t.text.split()), "turn_id": t.turn_id}
                 for t in turns[start : start + need]]
+        others = [{"speaker": t.speaker, "text": " ".join(t.text.split()), "turn_id": t.turn_id}
+                  for t in turns[:start] + turns[start + need :]]
         for ev in EVIDENCE_SPREADS:
             rel = fam[ev]
             core = ([("premise", p) for p in fam["premises"]] + [("relation", p) for p in rel]
@@ -147,27 +180,31 @@ def build(families_path: str | Path, log: MemoryLog, out: str | Path, *, size: i
             pos = _place(rng_ev, size, len(core))
             n_pad = size - len(core)
             padding = pool[:n_pad]
-            spare_rel = pool[n_pad : n_pad + len(rel)]  # irrelevant history, shown only in the controls
-            spare_prem = pool[n_pad + len(rel) : n_pad + len(rel) + len(fam["premises"])]
+            # irrelevant history, shown only in the controls: turns of the padding conversation that
+            # are not padding, each within LENGTH_MATCH of the words of the passage it replaces
+            replaced = [*rel, *fam["premises"]]
+            spares = length_matched(replaced, pool[n_pad:] + others, f"{seed}|{fid}|{ev}")
+            stand_in = {id(p): x for p, x in zip(replaced, spares, strict=True)}
+            unmatched += sum(not x["length_matched"] for x in spares)
 
-            def layout(swap: dict[str, list[dict[str, str]]], core=core, pos=pos, padding=padding) -> list[dict]:
+            def layout(role: str | None, core=core, pos=pos, padding=padding, stand_in=stand_in) -> list[dict]:
+                """The passages in place; with `role`, each passage of that role replaced by its
+                stand-in (the one matched to its length)."""
                 out, it_core, it_pad = [None] * size, iter(core), iter(padding)
-                taken = {k: iter(v) for k, v in swap.items()}
                 for i in range(size):
                     if i in pos:
-                        role, p = next(it_core)
-                        if role in taken:
-                            p = {**next(taken[role]), "replaces": role}
-                            role = "irrelevant"
-                        out[i] = {**p, "role": role}
+                        r, p = next(it_core)
+                        if r == role:
+                            p, r = {**stand_in[id(p)], "replaces": role}, "irrelevant"
+                        out[i] = {**p, "role": r}
                     else:
                         out[i] = {**next(it_pad), "role": "padding"}
                 return out
 
-            base = layout({})
+            base = layout(None)
             versions = [(v, None, base, "accept" if v == "valid" else "reject") for v in ("valid", "invalid")]
-            no_rel = layout({"relation": spare_rel})
-            swapped = layout({"premise": spare_prem})
+            no_rel = layout("relation")
+            swapped = layout("premise")
             versions += [("valid", "no_relation", no_rel, "reject"), ("valid", "swapped_premises", swapped, "reject"),
                          ("invalid", "swapped_premises", swapped, "reject")]
             for version, control, passages, expected in versions:
@@ -179,6 +216,7 @@ def build(families_path: str | Path, log: MemoryLog, out: str | Path, *, size: i
     out = Path(out)
     write_jsonl(out / ITEMS, items)
     doc = {"families": len(fams), "items": len(items), "size": size, "seed": seed,
+           "length_match": LENGTH_MATCH, "unmatched_controls": unmatched,
            "families_file": str(families_path),
            "families_sha256": hashlib.sha256(Path(families_path).read_bytes()).hexdigest()}
     with atomic_writer(out / BUILD) as fh:
@@ -187,10 +225,12 @@ def build(families_path: str | Path, log: MemoryLog, out: str | Path, *, size: i
 
 
 def run(built: str | Path, backend: Backend, views: Sequence[str] = ("holistic", "obligation"), *,
-        threshold: float = 0.0, progress: Callable[[str, int, int], None] = lambda *_: None) -> dict[str, Any]:
+        threshold: float = 0.0, operating: dict[str, dict[str, Any]] | None = None,
+        progress: Callable[[str, int, int], None] = lambda *_: None) -> dict[str, Any]:
     """Score every built version with each view (obligations written by the same model, once per
     memory) and report acceptance per cell, the valid-invalid gap per evidence setting and the
-    control outcomes."""
+    control outcomes. Each view is decided at `threshold` (argmax at 0), or at its operating point
+    in `operating` (replay.replayed_thresholds: the threshold the run's replay read that view at)."""
     from ..admission.replay import Case, score_cases
     from ..admission.views import Memory, get_view
     from ..audit.decompose import decompose
@@ -213,12 +253,17 @@ def run(built: str | Path, backend: Backend, views: Sequence[str] = ("holistic",
         v = get_view(view)
         cases = [Case(f"{it['family_id']}", "families", it["memory"], "expanded", it["passages"],
                       Memory(it["memory"], obligations.get(it["memory"], [])), None) for it in items]
+        th = operating[view]["threshold"] if operating else threshold
         for it, (score, _) in zip(items, score_cases(backend, cases, v), strict=True):
-            accepted = None if score is None else clears(score, threshold)
+            accepted = None if score is None else clears(score, th)
             rows.append({**{k: it[k] for k in ("family_id", "evidence", "version", "control", "expected")},
                          "view": view, "score": score, "accepted": accepted})
         progress("scoring", 1, len(views))
-    return {"views": list(views), "threshold": threshold, "families": len({it["family_id"] for it in items}),
+    points = {view: {**op, "threshold": op["threshold"] if math.isfinite(op["threshold"]) else str(op["threshold"])}
+              for view, op in (operating or {}).items()} or {
+        view: {"threshold": threshold, "operating_point": "argmax" if threshold == 0 else "fixed"} for view in views}
+    return {"views": list(views), "threshold": threshold, "operating_points": points,
+            "families": len({it["family_id"] for it in items}),
             "summary": summarise(rows), "rows": rows, "model": backend.identity()}
 
 

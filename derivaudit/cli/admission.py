@@ -241,6 +241,9 @@ def families_run(
                                                 "scored version as JSON (atomic)."), OUTPUT] = None,
     threshold: Annotated[float, typer.Option("--threshold", help="Accept when log-odds > 0 (argmax, default) or "
                                              ">= this threshold.")] = 0.0,
+    operating_point: Annotated[Path | None, typer.Option(
+        "--operating-point", help="A run folder replayed by this verifier: decide each view at the operating "
+        "point its replay read the view at (DerivAudit §4.3), instead of --threshold.")] = None,
     models: Any = None,
     use_cache: bool = True,
     format: FmtOpt = Fmt.table,
@@ -255,9 +258,19 @@ def families_run(
     except ValueError as e:
         _bad(str(e))
     roles = models
+    if operating_point is not None:
+        from ..admission.replay import replayed_thresholds
+        from ..runs import folder as runs
+
+        if threshold != 0.0:
+            _bad("--operating-point and --threshold both set the threshold: give one")
+        runs.require(operating_point, (runs.REPLAY, runs.REPLAY_SCORES),
+                     f"replay it first: `derivaudit replay {operating_point}`")
     try:
         with _pool(use_cache) as pool, _backend_errors(), _progress() as bar:
-            report = run(built, pool.get(roles.spec("verifier")), views, threshold=threshold,
+            verifier = pool.get(roles.spec("verifier"))
+            operating = None if operating_point is None else replayed_thresholds(operating_point, views, verifier)
+            report = run(built, verifier, views, threshold=threshold, operating=operating,
                          progress=_stage_progress(bar))
     except FamilyError as e:
         _family_errors(e)

@@ -44,8 +44,11 @@ def _figure(caption: str, svg: str) -> str:
 
 
 def families_html(rep: dict[str, Any]) -> bytes:
+    points = rep.get("operating_points") or {v: {"operating_point": "argmax", "threshold": rep["threshold"]}
+                                             for v in rep["summary"]}
+    at = "; ".join(f"{v}: {op['operating_point']}, accept at log-odds ≥ {op['threshold']}" for v, op in points.items())
     parts = [f"<h1>Matched families</h1><p class=note>{rep['families']} families; model "
-             f"{escape(str(rep['model'].get('model')))}; accept when log-odds &gt; {rep['threshold']}.</p>"]
+             f"{escape(str(rep['model'].get('model')))}; {escape(at)} (argmax: &gt; 0).</p>"]
     for view, m in rep["summary"].items():
         rows = []
         for ev in ("local", "distributed"):

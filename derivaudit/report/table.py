@@ -112,8 +112,11 @@ def print_drift(out: Console, d: dict[str, Any]) -> None:
 def print_families(out: Console, rep: dict[str, Any]) -> None:
     """Acceptance per cell, the valid-invalid gap and the controls, per view."""
     for view, m in rep["summary"].items():
-        t = Table(title=f"Matched families, view {escape(view)} ({rep['families']} families; acceptance, argmax "
-                        "unless a threshold was given)", title_justify="left")
+        op = (rep.get("operating_points") or {}).get(view) or {"operating_point": "argmax", "threshold": 0.0}
+        at = (f"{op['operating_point']}, threshold {op['threshold']:+.3f}" + (f" from {op['run']}" if op.get("run")
+                                                                              else ""))
+        t = Table(title=f"Matched families, view {escape(view)} ({rep['families']} families; acceptance at "
+                        f"{escape(at)})", title_justify="left")
         for col in ("evidence", "valid accepted", "invalid accepted", "gap", "no relation: valid flipped to reject",
                     "swapped premises: valid / invalid accepted"):
             t.add_column(col, justify="left" if col == "evidence" else "right")

@@ -26,6 +26,7 @@ def test_every_family_gets_four_cells_and_the_controls(fixtures, built):
     fams = {f["family_id"]: f for f in load_families(fixtures / "families.jsonl")}
     assert len(fams) >= 12
     items = read_jsonl(built / "items.jsonl")
+    matched: list[bool] = []
     assert len(items) == len(fams) * 2 * 5  # per evidence: valid, invalid, no_relation, 2 x swapped premises
     for fid, fam in fams.items():
         mine = [it for it in items if it["family_id"] == fid]
@@ -56,8 +57,17 @@ def test_every_family_gets_four_cells_and_the_controls(fixtures, built):
             # same length and positions: only the premise slots differ
             for a, b in zip(base["passages"], swap["passages"], strict=True):
                 assert (a["text"] == b["text"]) == (a["role"] != "premise")
+            for control in ("no_relation", "swapped_premises"):  # each stand-in is length-matched
+                ctl = next(it for it in mine if it["evidence"] == ev and it["control"] == control)
+                for a, b in zip(base["passages"], ctl["passages"], strict=True):
+                    if b["role"] == "irrelevant":
+                        n, m = len(a["text"].split()), len(b["text"].split())
+                        assert (abs(n - m) <= 0.2 * n) == b["length_matched"], (a["text"], b["text"])
+                        matched.append(b["length_matched"])
         padding = {p["text"] for it in mine for p in it["passages"] if p["role"] in ("padding", "irrelevant")}
         assert padding <= {t.text for t in load_log(fixtures / "padding.jsonl").conversations["smalltalk"].turns}
+    doc = json.loads((built / "build.json").read_text())
+    assert doc["unmatched_controls"] == matched.count(False) and matched.count(True) >= 0.9 * len(matched)
 
 
 def test_the_build_is_deterministic_under_its_seed(fixtures, built, tmp_path):
@@ -138,3 +148,39 @@ def test_families_html_page(built):
     rep = {"families": 12, "threshold": 0.0, "model": {"model": "<b>m</b>"}, "summary": summarise(rows)}
     page = families_html(rep).decode()
     assert "<svg" in page and "&lt;b&gt;m&lt;/b&gt;" in page and "View holistic" in page
+
+
+def test_families_are_decided_at_the_operating_point_of_the_replay(synth_run, built, tmp_path):
+    """DerivAudit §4.3 reads the families at the replay's operating point: each view's threshold is
+    the one its replay would pick for a conversation held out from all of the run's, by the same
+    verifier, and every version is accepted exactly when its score clears it."""
+    import shutil
+
+    from derivaudit.admission.operating import held_out_threshold
+    from derivaudit.admission.replay import replayed_thresholds
+    from derivaudit.built.families import run
+    from derivaudit.rates.stats import clears
+    from derivaudit.runs import folder as runs
+    from derivaudit.runs.folder import RunError
+    from tests.rule_backend import RuleBackend
+
+    replayed = tmp_path / "replayed"
+    shutil.copytree(synth_run, replayed)
+    be = RuleBackend()
+    with pytest.raises(RunError, match="synthetic.*rule"):  # another verifier's operating point
+        replayed_thresholds(replayed, ["holistic"], be)
+    doc = runs.read_json(replayed, runs.REPLAY)
+    runs.write_json(replayed, runs.REPLAY, {**doc, "model": be.identity()})
+    with pytest.raises(RunError, match="--view drift"):
+        replayed_thresholds(replayed, ["holistic", "drift"], be)
+    ops = replayed_thresholds(replayed, ["holistic"], be)
+    rows = [r for r in runs.read_rows(replayed, runs.REPLAY_SCORES) if r["setting"] == "holistic/expanded"]
+    assert ops["holistic"]["operating_point"] == "crossfit"
+    assert ops["holistic"]["threshold"] == held_out_threshold(rows, "crossfit") != 0.0
+    rep = run(built, be, ["holistic"], operating=ops)
+    th = ops["holistic"]["threshold"]
+    assert rep["operating_points"]["holistic"]["threshold"] == th
+    assert all(r["accepted"] == clears(r["score"], th) for r in rep["rows"] if r["score"] is not None)
+    r = runner.invoke(app, ["families", "run", str(built), "--view", "holistic", "--operating-point",
+                            str(tmp_path / "nowhere"), "--format", "json"])
+    assert r.exit_code == 2 and "replay it first" in r.output, r.output
