@@ -1,9 +1,13 @@
-"""Rubric stability (DerivAudit App. B: agreement between rubric wordings, 0.81–0.91 per primitive):
-annotator A's D/E/R primitives asked again with the other prompt wording, on the same model, items
-and protocol (calibrated on that wording), and the agreement between the two wordings.
+"""Rubric stability (DerivAudit App. B: agreement between rubric wordings, 0.81–0.91 per primitive
+against 0.69–0.78 for typed labels): annotator A's D/E/R primitives asked again with the other
+prompt wording, on the same model, items and protocol (calibrated on that wording), and the
+agreement between the two wordings; beside it the baseline the paper compares them with, the typed
+four-way label asked directly in each wording (`typed_label_{a,b}.txt`) on the same items.
 
-    RUN/rubric_<wording>.jsonl  A's primitives under the other wording, one row per obligation x view
-    RUN/rubric.json             agreement and Cohen's κ per primitive and for the label
+    RUN/rubric_<wording>.jsonl  A's primitives under the other wording, one row per obligation x view,
+                                with `typed` (the typed label in that wording) and `typed_original`
+    RUN/rubric.json             agreement and Cohen's κ per primitive, for the label the primitives
+                                give, and for the typed label (`typed`)
 """
 
 from __future__ import annotations
@@ -11,14 +15,33 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .. import templates
 from ..log.records import MemoryLog
+from ..models.base import Backend, Prompt, option_probs
 from ..rates.stats import cohen_kappa
 from ..runs import folder as runs
 from . import calibrate
 from .annotate import Annotator, Item, primitives
-from .labels import obligation_label
+from .labels import OBLIGATION_LABELS, obligation_label
 
 WORDINGS = ("a", "b")
+TYPED = OBLIGATION_LABELS  # the letters A-D of typed_label_*.txt, in this order
+LETTERS = "ABCD"
+
+
+def typed_labels(backend: Backend, items: Sequence[Item], wording: str) -> list[str | None]:
+    """The typed label of each item asked directly in `wording`: the likeliest of the four letters,
+    each read against the other three (None when one could not be scored)."""
+    prompts = [Prompt(it.shared, templates.render(f"typed_label_{wording}",
+                                                  obligation=templates.line(it.obligation.text)),
+                      verdict=((x,), tuple(y for y in LETTERS if y != x)))
+               for it in items for x in LETTERS]
+    scores = backend.score(prompts)
+    out: list[str | None] = []
+    for i in range(len(items)):
+        probs = option_probs([s.logodds for s in scores[4 * i : 4 * i + 4]])
+        out.append(None if probs is None else TYPED[max(range(4), key=probs.__getitem__)])
+    return out
 
 
 def rows_file(wording: str) -> str:
@@ -45,9 +68,12 @@ def rerun(run: Any, cal_log: MemoryLog, annotator: Annotator, wording: str, item
     rows = []
     for start in range(0, len(items), chunk):
         part = items[start : start + chunk]
-        for it, p in zip(part, primitives(part, other), strict=True):
+        typed = typed_labels(annotator.backend, part, wording)
+        typed_original = typed_labels(annotator.backend, part, annotator.wording)
+        for it, p, t, t0 in zip(part, primitives(part, other), typed, typed_original, strict=True):
             rows.append({"obligation_id": it.obligation.obligation_id, "write_id": it.write.write_id,
-                         "view": it.view, "wording": wording, **p.to_dict(), "label": obligation_label(*p.answers)})
+                         "view": it.view, "wording": wording, **p.to_dict(), "label": obligation_label(*p.answers),
+                         "typed": t, "typed_original": t0})
         progress(f"rubric {wording}", len(part), len(items))
     runs.write_rows(run, rows_file(wording), rows)
     original = {(p["obligation_id"], p["view"]): p[annotator.role] for p in runs.read_rows(run, runs.PRIMITIVES)}
@@ -71,4 +97,9 @@ def agreement(original: dict[tuple[str, str], dict[str, Any]], rows: Sequence[di
         out["primitives"][k.upper() if k != "label" else "label"] = {
             "n": len(both), "agreement": sum(x == y for x, y in both) / len(both) if both else None,
             "kappa": cohen_kappa([x for x, _ in both], [y for _, y in both]) if both else None}
+    typed = [(r["typed_original"], r["typed"]) for r in rows
+             if r.get("typed") is not None and r.get("typed_original") is not None]
+    if any("typed" in r for r in rows):
+        out["typed"] = {"n": len(typed), "agreement": sum(x == y for x, y in typed) / len(typed) if typed else None,
+                        "kappa": cohen_kappa([x for x, _ in typed], [y for _, y in typed]) if typed else None}
     return out

@@ -274,7 +274,8 @@ def annotate(
     run: RunArg,
     rubric: Annotated[str | None, typer.Option("--rubric", help="Then ask annotator A's primitives again in "
                                                "this wording (b; A uses a) and report the agreement between "
-                                               "wordings (rubric stability, App. B).")] = None,
+                                               "wordings (rubric stability, App. B), beside the typed "
+                                               "four-way label asked in both wordings.")] = None,
     format: Annotated[Fmt, typer.Option("--format", help="table or json (the report on stdout).")] = Fmt.table,
 ) -> None:
     """Step 2b: D/E/R primitives from both annotators, adjudication and labels for RUN; prints the report."""

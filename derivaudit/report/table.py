@@ -72,11 +72,14 @@ def print_rubric(out: Console, m: dict[str, Any] | None) -> None:
     if not m:
         return
     t = Table(title=f"Rubric stability: annotator {escape(m['annotator'])} in wording {escape(m['original'])} "
-                    f"vs {escape(m['wording'])} ({m['items']} obligation x view items; paper: 0.81–0.91)",
-              title_justify="left")
+                    f"vs {escape(m['wording'])} ({m['items']} obligation x view items; paper: primitives "
+                    "0.81–0.91, typed labels 0.69–0.78)", title_justify="left")
     for col in ("primitive", "n", "agreement", "Cohen's κ"):
         t.add_column(col, justify="left" if col == "primitive" else "right", no_wrap=True)
-    for k, v in m["primitives"].items():
+    rows = list(m["primitives"].items())
+    if m.get("typed"):
+        rows.append(("typed label, asked directly", m["typed"]))
+    for k, v in rows:
         t.add_row(k, str(v["n"]), _pct(v["agreement"]), "–" if v["kappa"] is None else f"{v['kappa']:.2f}")
     out.print(t)
 

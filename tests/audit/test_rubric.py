@@ -21,6 +21,12 @@ class WordingSensitive(RuleBackend):
         for i, p in enumerate(prompts):
             if "establish that the claim is true" in p.task:
                 out[i] = type(out[i])(-4.0, -4.1, -0.1)
+            typed = "B" if "classify the claim" in p.task else "A" if "Which label fits" in p.task else None
+            if typed:
+                # the typed label: "supported" (A) in wording a, "insufficient" (B) in wording b, except
+                # for an obligation about Boston, which both wordings call supported
+                want = "A" if "Boston" in p.task else typed
+                out[i] = type(out[i])(3.0 if p.verdict[0] == (want,) else -3.0, -0.1, -3.1)
         return out
 
 
@@ -43,6 +49,12 @@ def test_rubric_b_reruns_annotator_a_in_the_other_wording_and_reports_agreement(
     assert any(o["e"] for o in orig.values()) and rub["primitives"]["E"]["agreement"] < 1
     d_same = [orig[(r["obligation_id"], r["view"])]["d"] == r["d"] for r in rows]
     assert rub["primitives"]["D"]["agreement"] == pytest.approx(sum(d_same) / len(d_same))
+    # the typed-label baseline, asked in both wordings on the same items
+    assert {r["typed_original"] for r in rows} <= {"supported"} and {r["typed"] for r in rows} >= {"insufficient"}
+    typed_same = [r["typed"] == r["typed_original"] for r in rows]
+    assert 0 < sum(typed_same) < len(rows)
+    assert rub["typed"] == {"n": len(rows), "agreement": pytest.approx(sum(typed_same) / len(rows)),
+                            "kappa": pytest.approx(rub["typed"]["kappa"])}
     assert (tmp_path / "run" / "rubric.json").exists()
     with pytest.raises(ValueError, match="already uses wording a"):
         scan(log, tmp_path / "run", annotators, cfg=ScanConfig(limit=4, rubric="a", calibrate=False))
