@@ -61,7 +61,8 @@ class EvidenceSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return {"max_retrieved": self.max_retrieved, "max_passages": self.max_passages,
-                "limit_floor": self.limit_floor, "tokenizer": "lower+\\w+-stopwords", "ranker": "BM25Okapi"}
+                "limit_floor": self.limit_floor, "tokenizer": "lower+\\w+-stopwords", "ranker": "BM25Okapi",
+                "statistics": "pre-write"}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvidenceSettings:
@@ -107,12 +108,50 @@ def passage_dict(t: Turn) -> dict[str, Any]:
 
 
 class ConversationIndex:
-    """BM25 over one conversation's turns, built once and masked by each write's point."""
+    """BM25 over one conversation's turns, its statistics (IDF, average length) those of the history
+    before each write point: what the writer saw, so a turn said after the memory never changes
+    which earlier turns are found (DerivAudit: the views are pre-write, all the way down).
+
+    Each turn is tokenized and counted once; the statistics are built per distinct write point,
+    advancing one running document-frequency count through the turns (writes come in order), so a
+    conversation costs its length plus its vocabulary per distinct point, not its length per write.
+    Scoring is rank_bm25's own (BM25Okapi, its idf floor included), over the prefix statistics."""
 
     def __init__(self, conv: Conversation):
         self.conv = conv
         self._docs = [tokenize(t.text) for t in conv.turns]
-        self._bm25 = BM25Okapi(self._docs) if any(self._docs) else None
+        self._bm25 = BM25Okapi(self._docs) if any(self._docs) else None  # doc_freqs and lengths of every turn
+        self._at: dict[int, BM25Okapi | None] = {}  # write point -> BM25 with that prefix's statistics
+        self._nd: dict[str, int] = {}  # documents per word, over turns 0 .. self._upto
+        self._upto = -1
+        self._length = 0
+
+    def _advance(self, point: int) -> None:
+        """The running counts over turns 0 .. point (from scratch if asked for an earlier point)."""
+        assert self._bm25 is not None
+        if point < self._upto:
+            self._nd, self._upto, self._length = {}, -1, 0
+        for i in range(self._upto + 1, point + 1):
+            for word in self._bm25.doc_freqs[i]:
+                self._nd[word] = self._nd.get(word, 0) + 1
+            self._length += self._bm25.doc_len[i]
+        self._upto = point
+
+    def _bm25_at(self, point: int) -> BM25Okapi | None:
+        """BM25Okapi over the turns up to the write point (None when they hold no word)."""
+        if point not in self._at:
+            self._advance(point)
+            if not self._nd:
+                self._at[point] = None
+            else:
+                full = self._bm25
+                bm = BM25Okapi.__new__(BM25Okapi)  # the library's scorer, with the prefix's statistics
+                bm.k1, bm.b, bm.epsilon = full.k1, full.b, full.epsilon
+                bm.corpus_size, bm.avgdl = point + 1, self._length / (point + 1)
+                bm.doc_freqs, bm.doc_len, bm.idf = full.doc_freqs, full.doc_len, {}
+                bm._calc_idf(dict(self._nd))
+                self._at[point] = bm
+        return self._at[point]
 
     def views(self, write: Write, settings: EvidenceSettings = EvidenceSettings()) -> EvidenceViews:
         conv = self.conv
@@ -128,9 +167,10 @@ class ConversationIndex:
         # Candidates: pre-write turns, not cited, sharing at least one query term.
         cand = [i for i in range(point + 1)
                 if i not in cited_set and not qset.isdisjoint(self._bm25.doc_freqs[i])]
-        if not cand:
+        bm25 = self._bm25_at(point) if cand else None
+        if bm25 is None:
             return EvidenceViews(write, cited, cited)
-        scores = self._bm25.get_batch_scores(query, cand)
+        scores = bm25.get_batch_scores(query, cand)
         ranked = sorted(zip(cand, scores, strict=True), key=lambda x: (-x[1], x[0]))
         chosen, rest = ranked[:budget], ranked[budget:]
         top = ranked[0][1]

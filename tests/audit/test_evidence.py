@@ -174,3 +174,51 @@ def test_the_search_limited_share_is_counted_as_views_stream(fixtures):
     assert tally.limited == sum(v.search_limited for v in views) and tally.share == tally.limited / len(views)
     assert tally.describe(0.5).startswith(f"{len(views)} writes; search-limited: {tally.limited} (")
     assert LimitedTally(0).share == 0.0
+
+
+def _conversation(later: int) -> list[dict]:
+    """Ten pre-write turns (two rank close for the record's words) and `later` turns after the
+    write point that repeat one of those words, which would move its IDF."""
+    texts = ["Mia bought a red kayak at the harbour shop.", "The harbour was busy with tourists today.",
+             "Mia paddled her kayak to the island.", "We had soup for dinner.", "The shop sells kayak paddles.",
+             "Tom fixed the fence.", "Rain all day again.", "The island ferry was late.",
+             "Mia wants a second kayak for Tom.", "Dinner at the harbour restaurant."]
+    texts += [f"Another harbour story, number {i}." for i in range(later)]
+    return [{"type": "turn", "conversation_id": "c", "turn_id": f"t{i}", "order": i, "speaker": "Mia", "text": t}
+            for i, t in enumerate(texts)]
+
+
+def test_a_turn_after_the_write_never_changes_its_expanded_view():
+    """DerivAudit's views are pre-write all the way down: BM25's statistics (IDF, average length)
+    are the history the writer saw, so what is said after the memory cannot move which earlier
+    turns are found or their scores."""
+    write = {"type": "write", "write_id": "w", "conversation_id": "c", "text": "Mia keeps her kayak at the harbour.",
+             "citations": ["t0"], "last_seen_turn": "t9"}
+    settings = EvidenceSettings(max_retrieved=2, max_passages=3)
+    seen = []
+    for later in (0, 5, 40):
+        log, problems = check_rows("c.jsonl", [*_conversation(later), write])
+        assert problems == []
+        v = ConversationIndex(log.conversations["c"]).views(log.writes[0], settings)
+        seen.append((v.retrieved, v.bm25, v.search_limited))
+    assert seen[0] == seen[1] == seen[2], seen
+
+
+def test_prefix_statistics_are_rank_bm25s_own_on_the_prefix():
+    """The scores are BM25Okapi's over the turns up to the write point, whatever came before in
+    the index (earlier, later or repeated write points)."""
+    from rank_bm25 import BM25Okapi
+
+    rows = _conversation(30)
+    writes = [{"type": "write", "write_id": f"w{p}", "conversation_id": "c", "text": "kayak harbour island shop",
+               "citations": ["t0"], "last_seen_turn": f"t{p}"} for p in (9, 3, 25, 9, 39)]
+    log, _ = check_rows("c.jsonl", [*rows, *writes])
+    index = ConversationIndex(log.conversations["c"])
+    for w in log.writes:
+        v = index.views(w, EvidenceSettings(max_retrieved=4, max_passages=5))
+        point = int(w.last_seen_turn[1:])
+        docs = [tokenize(r["text"]) for r in rows[: point + 1]]
+        ref = BM25Okapi(docs)
+        cand = [int(t[1:]) for t in v.bm25]
+        want = dict(zip(cand, ref.get_batch_scores(tokenize(w.text), cand), strict=True))
+        assert {int(t[1:]): s for t, s in v.bm25.items()} == {i: round(float(s), 4) for i, s in want.items()}
