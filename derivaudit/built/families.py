@@ -27,7 +27,8 @@ from typing import Any
 
 import orjson
 
-from ..log.io import LogError, atomic_writer, read_objects, write_jsonl
+from ..log.io import LogError, atomic_writer, write_jsonl
+from ..log.lines import identified_objects
 from ..log.records import MemoryLog, Problem
 from ..models.base import Backend
 from ..rates.stats import clears
@@ -64,27 +65,16 @@ def load_families(path: str | Path) -> list[dict[str, Any]]:
     f = str(path)
     problems: list[Problem] = []
     out: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
     try:
-        parsed = read_objects(path)
+        parsed = identified_objects(path, "family_id", problems)
     except LogError as e:
         raise FamilyError(e.problems) from None
-    for n, d, problem in parsed:
-        if d is None:
-            problems.append(problem)
-            continue
+    for n, d in parsed:
         unknown = sorted(set(d) - {"family_id", "valid", "invalid", "premises", "relation", "distractors",
                                    "conversation", "meta"})
         if unknown:
             problems.append(Problem(f, n, unknown[0], "unknown_field", "not a family field"))
-        fid = d.get("family_id")
-        if not isinstance(fid, str) or not fid.strip():
-            problems.append(Problem(f, n, "family_id", "missing_field", "needs a non-empty family_id"))
-            continue
-        if fid in seen:
-            problems.append(Problem(f, n, "family_id", "duplicate_id", f"{fid!r} already on line {seen[fid]}"))
-            continue
-        seen[fid] = n
+        fid = d["family_id"]
         for k in ("valid", "invalid"):
             if not isinstance(d.get(k), str) or not d[k].strip():
                 problems.append(Problem(f, n, k, "missing_field", "needs the memory text"))

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import templates
-from ..log.io import LogError, read_objects
+from ..log.io import LogError
+from ..log.lines import identified_objects
 from ..log.records import Problem
 from ..models.base import Backend, Prompt, option_probs
 
@@ -40,24 +41,13 @@ class ProbeError(LogError):
 
 def load_probes(path: str | Path) -> list[dict[str, Any]]:
     """Parse and validate a probe file; raises ProbeError naming file, line and field."""
-    f, problems, out, seen = str(path), [], [], {}
+    f, problems, out = str(path), [], []
     try:
-        parsed = read_objects(path)
+        parsed = identified_objects(path, "probe_id", problems)
     except LogError as e:
         raise ProbeError(e.problems) from None
-    for n, d, problem in parsed:
-        if d is None:
-            problems.append(problem)
-            continue
+    for n, d in parsed:
         before = len(problems)
-        pid = d.get("probe_id")
-        if not isinstance(pid, str) or not pid.strip():
-            problems.append(Problem(f, n, "probe_id", "missing_field", "needs a non-empty probe_id"))
-            continue
-        if pid in seen:
-            problems.append(Problem(f, n, "probe_id", "duplicate_id", f"{pid!r} already on line {seen[pid]}"))
-            continue
-        seen[pid] = n
         ctx = d.get("context", [])
         if not isinstance(ctx, list) or not all(isinstance(x, str) and x.strip() for x in ctx):
             problems.append(Problem(f, n, "context", "bad_value", "a list of memory texts"))

@@ -191,3 +191,23 @@ def read_objects(path: str | Path) -> list[tuple[int, dict[str, Any] | None, Pro
     """(line, object, problem) for every non-blank line of a JSONL input file (BOM, CRLF, UTF-8,
     cut-off last line and non-objects reported as for memory logs); raises LogError if unreadable."""
     return list(_read_lines(Path(path)))
+
+
+def identified_objects(path: str | Path, id_field: str, problems: list[Problem]) -> list[tuple[int, dict[str, Any]]]:
+    """(line, object) for every object of a JSONL input file whose `id_field` is a non-empty string
+    not seen on an earlier line; every other line adds its problem to `problems` (a bad line, a
+    missing id, a duplicate naming the first line). Raises LogError if the file is unreadable."""
+    f, seen, out = str(path), {}, []
+    for n, d, problem in read_objects(path):
+        if d is None:
+            problems.append(problem)  # type: ignore[arg-type]
+            continue
+        key = d.get(id_field)
+        if not isinstance(key, str) or not key.strip():
+            problems.append(Problem(f, n, id_field, "missing_field", f"needs a non-empty {id_field}"))
+        elif key in seen:
+            problems.append(Problem(f, n, id_field, "duplicate_id", f"{key!r} already on line {seen[key]}"))
+        else:
+            seen[key] = n
+            out.append((n, d))
+    return out
