@@ -12,6 +12,7 @@ from typing import Any
 
 from ..audit.gold import CATEGORIES, PREDICTED
 from ..audit.gold import flat as gold_flat
+from ..models.base import DEFAULT_TOP_K
 from ..runs import folder as runs
 from ..safe import cell, visible
 from .build import _num, answer_key, flagged
@@ -236,9 +237,11 @@ def to_markdown(report: dict[str, Any], gates: Sequence[dict[str, Any]] = (), to
             lines.append(f"- … and {len(bad) - top} more")
     lines += lifecycle_markdown(report.get("lifecycle"), top)
     skipped = report.get("skipped_records") or []
+    caps = sorted({int((a.get("model") or {}).get("top_logprobs_cap") or DEFAULT_TOP_K)
+                   for a in (report["run"].get("annotators") or {}).values() if isinstance(a, dict)}) or [DEFAULT_TOP_K]
     lines += ["", f"Scoring errors: {int(report['metrics']['scoring_errors'] or 0)}; bounded scores (yes or no "
-              f"outside the top k): {int(report['metrics'].get('bounded_scores') or 0)}; "
-              f"skipped records: {len(skipped)}."]
+              f"outside the top {'/'.join(map(str, caps))} first tokens): "
+              f"{int(report['metrics'].get('bounded_scores') or 0)}; skipped records: {len(skipped)}."]
     return "\n".join(lines) + "\n"
 
 

@@ -365,6 +365,7 @@ def test_bounded_scores_are_counted_beside_the_scoring_errors(synth_run, tmp_pat
     validate(doc)
     assert doc["scoring_errors"]["bounded"]["scan"] == 3 and doc["scoring_errors"]["bounded"]["replay"][first] == 2
     assert doc["metrics"]["bounded_scores"] == 5
-    assert "bounded scores (yes or no outside the top k): 5;" in report_cli(str(run), "--format", "md").stdout
+    assert "bounded scores (yes or no outside the top 100 first tokens): 5;" in report_cli(str(run), "--format",
+                                                                                         "md").stdout
     plain = json.loads(report_cli(str(synth_run), "--format", "json").stdout)
     assert plain["metrics"]["bounded_scores"] == 0
