@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 # The version of the rules from primitives to labels: part of the primitives stage's fingerprint, so a
 # run finished under other rules is relabelled (its model answers come from the result cache).
-RULES = "value-conflicts-1, carry-r-1"
+RULES = "value-conflicts-2, carry-r-1"  # value-conflicts-2: a later change is an update
 OBLIGATION_LABELS = ("supported", "insufficient", "contradicted", "ambiguous")
 MEMORY_PRECEDENCE = ("contradicted", "unsupported", "ambiguous", "supported")
 
