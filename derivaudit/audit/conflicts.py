@@ -142,7 +142,7 @@ def counts(text: str) -> tuple[tuple[int, str, str], ...]:
 # moved to Boston in May" is a move, not a moved date, so "moved" counts only with an object moved
 # to somewhere ("moved it to", "got moved to").
 _CHANGE = re.compile(
-    r"\b(?:re-?schedul\w*|postpon\w*|delay(?:ed|ing)?|push(?:ed|ing)? (?:\w+ ){0,2}(?:back|forward)|"
+    r"\b(?:re-?schedul\w*|postpon\w*|delay(?:ed|ing)?|push(?:ed|ing)? (?:\w+ ){0,2}(?:back|forward|to|from|until|till)|"
     r"brought (?:\w+ ){0,2}forward|(?:moved|moving|move|changed|changing|change|switched) "
     r"(?:it|them|(?:the|our|my|his|her|their) \w+) (?:to|from|back)|(?:was|got|been|be|were) "
     r"(?:moved|changed|pushed|shifted) (?:to|back|from)|changed (?:the|its|our|my) (?:date|day|time|plans?))\b",
@@ -247,7 +247,7 @@ def later_value(obligation: str, when: str | None, later: Sequence[Passage],
     new = [d for d in dates(replacement.text, replacement.time) if not any(d.overlaps(o) for o in own)] \
         if replacement is not None else []
     if own:
-        found = _superseding(about, lambda p: [d for d in dates(p.text, p.time)],
+        found = _superseding(about, lambda p: list(dates(p.text, p.time)),
                              lambda d: any(d.overlaps(o) for o in own),
                              lambda d: any(d.overlaps(n) for n in new), replacement is None)
         if found:
@@ -271,10 +271,10 @@ def _superseding(about: Sequence[Passage], read: Callable, is_own: Callable, is_
     found: list[tuple[Passage, list]] = []
     for p in about:
         vals = read(p)
-        if any(is_own(v) for v in vals):
+        if vals and (any(is_new(v) for v in vals) or (announced and _CHANGE.search(p.text))):
+            found.append((p, vals))  # "pushed it from May to June" names the old value too
+        elif any(is_own(v) for v in vals):
             found = []  # the old value stated again: it holds
-        elif vals and (any(is_new(v) for v in vals) or (announced and _CHANGE.search(p.text))):
-            found.append((p, vals))
     return found
 
 

@@ -100,6 +100,8 @@ def test_later_value_is_the_turns_that_move_the_value_since_it_was_last_stated()
     assert later_value(ob, JAN, [MOVED, Passage("t3", "Her visit is in February after all.", FRI)], june) is None
     assert later_value(ob, JAN, [MOVED], Passage("new", "Ana is visiting in April.", FRI)) is None
     assert later_value(ob, JAN, [MOVED]).passages == ("t2",)  # no replacement: the change is announced
+    both = Passage("t4", "Ana pushed her visit from February to March.", FRI)  # the old month named in the change
+    assert later_value(ob, JAN, [both], june).passages == ("t4",) == later_value(ob, JAN, [both]).passages
     assert later_value(ob, JAN, [Passage("t2", "Ana's visit in March is her second.", FRI)]) is None
     dogs = later_value("Sam has two dogs.", JAN, [Passage("t2", "We have three dogs since Friday.", FRI)],
                        Passage("new", "Sam has three dogs.", FRI))
