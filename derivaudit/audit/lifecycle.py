@@ -19,7 +19,7 @@ target's write point up to the operation point ("the after view"):
   scores sat within 0.3 of each other whatever the later turns said);
 - F: does someone ask to forget it? Asked, like U, as the write audit's own E question, about the
   statement "Someone asks to forget that <obligation>" (its own yes/no wording separated the
-  calibration items less well: AUC 0.86 / 0.92 against 0.97 / 0.91), over the after turns that
+  calibration items less well), over the after turns that
   make a request to forget, delete or stop keeping something (`FORGET`: a speech act addressed to
   the store, "Forget that", "Can you delete …"; "I forget things" and "don't forget" make none) and
   refer to the target (a word of it in the request or the turn before, read with it: "Please
@@ -275,10 +275,11 @@ def later_values(log: MemoryLog, case: Case, rows: dict[str, list[dict[str, Any]
     conv = log.conversations[case.conversation_id]
     by = case.new or case.successor
     by_p = conflicts.Passage(by.write_id, by.text, conflicts.write_time(log, by)) if by else None
+    when = conflicts.write_time(log, case.target)
     for r in rows.get("after", []):
         if not r["u"]:
             turns = [conv.turns[conv.position[t]] for t in r["passages"]]
-            found = conflicts.later_value(r["obligation"], conflicts.write_time(log, case.target),
+            found = conflicts.later_value(r["obligation"], when,
                                           [conflicts.Passage(t.turn_id, t.text, t.time) for t in turns], by_p)
             if found:
                 r.update(u=True, u_subset=[r["passages"].index(t) + 1 for t in found.passages], held=False,
