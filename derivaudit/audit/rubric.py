@@ -85,21 +85,24 @@ def rerun(run: Any, cal_log: MemoryLog, annotator: Annotator, wording: str, item
     return report
 
 
+def _agree(both: Sequence[tuple[Any, Any]]) -> dict[str, Any]:
+    """n, agreement and Cohen's κ of answer pairs (both answered)."""
+    return {"n": len(both), "agreement": sum(x == y for x, y in both) / len(both) if both else None,
+            "kappa": cohen_kappa([x for x, _ in both], [y for _, y in both]) if both else None}
+
+
 def agreement(original: dict[tuple[str, str], dict[str, Any]], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Agreement and κ between the wordings per primitive (D, E, R) and for the obligation label."""
+    """Agreement and κ between the wordings per primitive (D, E, R), for the obligation label, and for
+    the typed label asked directly (`typed`, when the rows carry it)."""
     pairs = [(original[k], r) for r in rows if (k := (r["obligation_id"], r["view"])) in original]
     out: dict[str, Any] = {"items": len(pairs), "primitives": {}}
     for k in ("d", "e", "r", "label"):
         def get(p: dict[str, Any], k: str = k) -> Any:
             return obligation_label(p["d"], p["e"], p["r"]) if k == "label" else p[k]
 
-        both = [(get(a), get(b)) for a, b in pairs if get(a) is not None and get(b) is not None]
-        out["primitives"][k.upper() if k != "label" else "label"] = {
-            "n": len(both), "agreement": sum(x == y for x, y in both) / len(both) if both else None,
-            "kappa": cohen_kappa([x for x, _ in both], [y for _, y in both]) if both else None}
-    typed = [(r["typed_original"], r["typed"]) for r in rows
-             if r.get("typed") is not None and r.get("typed_original") is not None]
+        out["primitives"][k.upper() if k != "label" else "label"] = _agree(
+            [(get(a), get(b)) for a, b in pairs if get(a) is not None and get(b) is not None])
     if any("typed" in r for r in rows):
-        out["typed"] = {"n": len(typed), "agreement": sum(x == y for x, y in typed) / len(typed) if typed else None,
-                        "kappa": cohen_kappa([x for x, _ in typed], [y for _, y in typed]) if typed else None}
+        out["typed"] = _agree([(r["typed_original"], r["typed"]) for r in rows
+                               if r.get("typed") is not None and r.get("typed_original") is not None])
     return out
