@@ -20,8 +20,10 @@ from . import moved
 from .audit.evidence import EvidenceSettings, EvidenceViews, build_views, tokenize
 from .log.io import LogError, check_log, load_log
 from .log.records import Conversation, MemoryLog, Problem, Read, Turn, Write
-from .readpath.echo import audit_echo, serve_fpa
-from .readpath.overlap import audit_overlap, trim
+from .readpath.echo import audit_echo
+from .readpath.fpa import serve_fpa
+from .readpath.memtrim import trim
+from .readpath.overlap import audit_overlap
 
 moved.install()  # the 0.2 module paths (derivaudit.gate, ...), with a DeprecationWarning
 

@@ -19,18 +19,27 @@ from ._common import (
     ReadPathFormat,
     ReadPathOut,
     SkipInvalid,
+    _backend_errors,
     _bad,
+    _pool,
     _print_ci_gates,
     _report_skipped,
     app,
     err,
     handles_bad_input,
+    model_options,
     out,
 )
+
+AnswersOpt = Annotated[bool, typer.Option(
+    "--answers", help="Also answer every read that logs an expected answer from each method's context "
+    "(the generator role) and judge the answers (the answer_judge role): accuracy, ΔAccuracy and flips "
+    "against no memory, old-answer adoption and DCE, with intervals. Runs a model.")]
 
 
 @app.command()
 @handles_bad_input
+@model_options("generator", "answer_judge")
 def echo(
     files: Files,
     history: History = None,
@@ -44,17 +53,45 @@ def echo(
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"echo.density>0.3\"; exit 1 "
                        "when it holds (or when the metric has no value). Repeatable.")] = None,
     skip_invalid: SkipInvalid = False,
+    answers: AnswersOpt = False,
+    models: Any = None,
+    use_cache: bool = True,
 ) -> None:
-    """Memory echo over read events (the Memory Echo paper): families from provenance, Echo Density, RRI, WEP."""
+    """Memory echo over read events (the Memory Echo paper): families from provenance, Echo Density, RRI, WEP;
+    with --answers, what FPA does to the answers (accuracy, old-answer adoption, DCE)."""
+    from ..readpath.answers import ECHO_METHODS
     from ..readpath.echo import SERVING, audit_echo
 
     if serve not in (None, *SERVING):
         _bad(f"--serve {escape(serve)!r}: known serving rules: {', '.join(SERVING)}")
-    if serve is None and any(".fpa" in g for g in fail_if or []):
-        _bad("a gate on an .fpa metric needs --serve fpa")
-    _read_path("echo", [*(history or []), *files], skip_invalid, fail_if, format, output,
-               lambda log: audit_echo(log, k=k, window=window, serve=serve).to_dict(),
+    if serve is None and not answers and any(".fpa" in g for g in fail_if or []):
+        _bad("a gate on an .fpa metric needs --serve fpa (or --answers)")
+
+    def audit(log: MemoryLog) -> dict[str, Any]:
+        doc = audit_echo(log, k=k, window=window, serve=serve or ("fpa" if answers else None)).to_dict()
+        return _with_answers("echo", doc, log, answers, ECHO_METHODS, models, use_cache, k=k)
+
+    _read_path("echo", [*(history or []), *files], skip_invalid, fail_if, format, output, audit,
                "only families and storage (rri_storage) can be measured")
+
+
+def _with_answers(name: str, doc: dict[str, Any], log: MemoryLog, answers: bool, methods: tuple[str, ...],
+                  models: Any, use_cache: bool, **kw: Any) -> dict[str, Any]:
+    """The audit document with the answer replay added (and its headline numbers as gateable metrics)."""
+    if not answers:
+        return doc
+    from ..readpath.answers import answer_metrics, replay_answers
+
+    if not any(r.expected for r in log.reads):
+        err.print("[yellow]warning[/yellow]: no read logs an expected answer; nothing to answer")
+    with _pool(use_cache) as pool, _backend_errors():
+        res = replay_answers(log, pool.get(models.spec("generator")), pool.get(models.spec("answer_judge")),
+                             methods=methods, **kw)
+    res["settings"]["models"] = {"generator": str(models.spec("generator")),
+                                 "answer_judge": str(models.spec("answer_judge"))}
+    doc["answers"] = res
+    doc["metrics"].update(answer_metrics(name, res))
+    return doc
 
 
 def _read_path(name: str, paths: list[Path], skip_invalid: bool, fail_if: list[str] | None, format: Any,
@@ -89,6 +126,7 @@ def _read_path(name: str, paths: list[Path], skip_invalid: bool, fail_if: list[s
 
 @app.command()
 @handles_bad_input
+@model_options("generator", "answer_judge")
 def overlap(
     files: Files,
     history: History = None,
@@ -99,8 +137,13 @@ def overlap(
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Gate, e.g. \"overlap.risky>0.3\"; exit 1 "
                        "when it holds (or when the metric has no value). Repeatable.")] = None,
     skip_invalid: SkipInvalid = False,
+    answers: AnswersOpt = False,
+    models: Any = None,
+    use_cache: bool = True,
 ) -> None:
-    """Query–memory overlap over read events (the MemTrim paper): risky middle band, TA vs TD-Dup, MemTrim."""
+    """Query–memory overlap over read events (the MemTrim paper): risky middle band, TA vs TD-Dup, MemTrim;
+    with --answers, MemTrim whole (units parsed, trie built at write time) and its effect on the answers."""
+    from ..readpath.answers import OVERLAP_METHODS
     from ..readpath.overlap import audit_overlap, check_band
 
     try:
@@ -109,4 +152,6 @@ def overlap(
     except ValueError:
         _bad(f"--band {escape(band)!r}: expected LOW,HIGH with 0 <= LOW < HIGH <= 1, e.g. 0.2,0.6")
     _read_path("overlap", [*(history or []), *files], skip_invalid, fail_if, format, output,
-               lambda log: audit_overlap(log, k=k, band=(lo, hi)), "nothing to measure")
+               lambda log: _with_answers("overlap", audit_overlap(log, k=k, band=(lo, hi)), log, answers,
+                                         OVERLAP_METHODS, models, use_cache, k=k, band=(lo, hi)),
+               "nothing to measure")

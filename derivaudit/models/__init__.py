@@ -12,6 +12,7 @@ backend (`hf`, `llamacpp`, `vllm`, `openai`); `embedded` the offline models; `co
 """
 
 from .backends import (
+    ANSWER_ROLES,
     BACKENDS,
     DEFAULT_BACKEND,
     DEFAULT_BASE_URL,
@@ -29,7 +30,8 @@ from .cache import CachedBackend, ResultCache
 from .roles import ModelPool, ModelRoles, ModelSpec, parse_role
 
 __all__ = [
-    "BACKENDS", "DEFAULT_BACKEND", "DEFAULT_BASE_URL", "DEFAULT_MODEL", "DEFAULT_TOP_K", "REPLAY_ROLES", "ROLES",
+    "ANSWER_ROLES", "BACKENDS", "DEFAULT_BACKEND", "DEFAULT_BASE_URL", "DEFAULT_MODEL", "DEFAULT_TOP_K",
+    "REPLAY_ROLES", "ROLES",
     "SCAN_ROLES", "Backend", "BackendError", "CachedBackend", "ModelPool", "ModelRoles", "ModelSpec", "Prompt",
     "ResultCache", "Score", "backend_choices", "default_backend", "default_model", "load_backend", "parse_role",
     "score_from_top",

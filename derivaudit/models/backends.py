@@ -51,7 +51,8 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
 SCAN_ROLES = ("annotator_a", "annotator_b", "adjudicator")
 REPLAY_ROLES = ("verifier",)
-ROLES = (*SCAN_ROLES, *REPLAY_ROLES)
+ANSWER_ROLES = ("generator", "answer_judge")  # the read path's answer replay
+ROLES = (*SCAN_ROLES, *REPLAY_ROLES, *ANSWER_ROLES)
 
 
 def default_backend() -> str:

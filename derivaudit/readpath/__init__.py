@@ -7,8 +7,9 @@ from ..registry import face
 
 __getattr__, __dir__ = face(__name__, {
     "audit_echo": "echo",
-    "serve_fpa": "echo",
+    "serve_fpa": "fpa",
     "audit_overlap": "overlap",
-    "trim": "overlap",
+    "trim": "memtrim",
+    "replay_answers": "answers",
 })
 __all__ = __dir__()

@@ -2,12 +2,8 @@
 
 Write-back turns one claim into several records (a paraphrase, a consolidation, a re-extraction),
 each of which retrieval may return as if it were independent evidence; after a verified correction
-the old family keeps competing with it. This module reads the provenance the log already carries:
-
-- family: a write's `source_id`, else its parent's family, else its own id (ancestry, not wording);
-- a correction: a write with `verified_correction: true`; it supersedes the families in its
-  `supersedes`, else its parent's family. Its old records are the superseded families' writes other
-  than the correction and its descendants; its new records are the correction and its descendants.
+the old family keeps competing with it. This module measures it from the provenance the log
+already carries (families and corrections: `provenance.py`).
 
 Metrics (definitions are ours; the seed names them without formulas). Slot r of a read's top k
 weighs 1/log2(r+1), as in DCG, and a read's share is over the slots it filled:
@@ -21,10 +17,8 @@ weighs 1/log2(r+1), as in DCG, and a read's share is over the slots it filled:
   not marked `valid: false`), the unranked form for logs without reads.
 - Windowed Echo Persistence (WEP): mean ED over the first `window` reads after a correction.
 
-`fpa` (Family–Provenance–Authority) replays each logged candidate pool as FPA would serve it: records
-marked invalid and old records of an earlier correction are not eligible, verified corrections come
-first, one record per family, at most `k` records; the same metrics are then computed on what is
-served. `serve_fpa` is the rule as a library call, next to `gate.admit`.
+`serve="fpa"` replays each logged candidate pool as FPA (`fpa.py`, the paper's rule) would serve it
+and computes the same metrics on what is served.
 """
 
 from __future__ import annotations
@@ -35,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..log.history import point_order
 from ..log.records import MemoryLog, Read, Write, lineage_families
+from .fpa import Conflicts, served_by_fpa
+from .provenance import Correction, corrections, read_points
 
 K = 5  # the five-record budget of the Memory Echo paper
 SERVING = ("fpa",)  # the serving rules `audit_echo(serve=...)` replays
@@ -45,45 +40,6 @@ WINDOW = 30  # post-correction read-only probes
 
 def _weights(n: int) -> list[float]:
     return [1 / math.log2(r + 2) for r in range(n)]
-
-
-@dataclass
-class Correction:
-    """A verified correction and the records it competes with."""
-
-    write: Write
-    superseded: tuple[str, ...]  # family ids
-    point: int  # order of its write point
-    old: frozenset[str]  # write ids
-    new: frozenset[str]
-
-
-def corrections(log: MemoryLog, fam: Mapping[str, str]) -> list[Correction]:
-    children: dict[str, list[str]] = {}
-    for w in log.writes:
-        if w.parent_id:
-            children.setdefault(w.parent_id, []).append(w.write_id)
-    out = []
-    for c in log.writes:
-        if not c.verified_correction:
-            continue
-        if c.supersedes:
-            sup = tuple(c.supersedes)
-        elif c.parent_id:
-            sup = (fam[c.parent_id],)
-        else:
-            continue  # a correction of nothing named: no old family to measure
-        new, todo = {c.write_id}, [c.write_id]
-        while todo:
-            for ch in children.get(todo.pop(), []):
-                if ch not in new:
-                    new.add(ch)
-                    todo.append(ch)
-        old = {w.write_id for w in log.writes if fam[w.write_id] in sup and w.write_id not in new
-               and w.conversation_id == c.conversation_id}
-        out.append(Correction(c, sup, point_order(c, log.conversations[c.conversation_id]), frozenset(old),
-                              frozenset(new)))
-    return out
 
 
 def share(ids: Sequence[str], hit: frozenset[str] | set[str], k: int) -> float | None:
@@ -115,25 +71,6 @@ def _rri(ids: Sequence[str], c: Correction, k: int) -> float | None:
     return old / (old + new)
 
 
-def serve_fpa(candidates: Sequence[Write], fam: Mapping[str, str], superseded_old: set[str] | frozenset[str],
-              k: int = K) -> list[Write]:
-    """What FPA serves from a ranked candidate pool: eligible records only (not `valid: false`, not an
-    old record of a correction made before the read), verified corrections first, then the pool's
-    order, one record per family, at most `k`. Stored history is not changed."""
-    eligible = [w for w in candidates if w.valid is not False and w.write_id not in superseded_old]
-    eligible.sort(key=lambda w: not w.verified_correction)  # stable: authority first, rank order kept
-    served, seen = [], set()
-    for w in eligible:
-        f = fam[w.write_id]
-        if f in seen:
-            continue
-        seen.add(f)
-        served.append(w)
-        if len(served) == k:
-            break
-    return served
-
-
 def mean_of(xs: Sequence[float | None]) -> float | None:
     """The mean of the values present (None when there is none): a rate over what could be measured."""
     vals = [x for x in xs if x is not None]
@@ -153,23 +90,21 @@ class EchoResult:
                 "corrections": self.corrections, "reads": self.reads}
 
 
-def audit_echo(log: MemoryLog, *, k: int = K, window: int = WINDOW, serve: str | None = None) -> EchoResult:
+def audit_echo(log: MemoryLog, *, k: int = K, window: int = WINDOW, serve: str | None = None,
+               conflicts: Conflicts | None = None) -> EchoResult:
     """Families, corrections and the echo metrics of every read (as logged, and as FPA would serve
-    them with `serve="fpa"`)."""
+    them with `serve="fpa"`; `conflicts` judges which old records conflict with a correction)."""
     if serve not in (None, *SERVING):
         raise ValueError(f"unknown serving rule {serve!r} (known: {', '.join(SERVING)})")
     fam = lineage_families(log.writes)
     by_id = {w.write_id: w for w in log.writes}
     cors = corrections(log, fam)
-    point = {r.read_id: point_order(r, log.conversations[r.conversation_id]) for r in log.reads}
+    point = read_points(log)
     ways = ("logged", "fpa") if serve else ("logged",)
+    fpa = served_by_fpa(log, k=k, conflicts=conflicts) if serve else {}
 
     def served(r: Read, way: str) -> list[str]:
-        if way == "logged":
-            return list(r.retrieved[:k])
-        before = set().union(*(c.old for c in cors if c.write.conversation_id == r.conversation_id
-                                and c.point <= point[r.read_id])) if cors else set()
-        return [w.write_id for w in serve_fpa([by_id[i] for i in r.retrieved], fam, before, k)]
+        return list(r.retrieved[:k]) if way == "logged" else [w.write_id for w in fpa[r.read_id]]
 
     lists = {way: {r.read_id: served(r, way) for r in log.reads} for way in ways}
     reads = [{"read_id": r.read_id, "conversation_id": r.conversation_id, "point": point[r.read_id],

@@ -100,7 +100,18 @@ def echo_html(doc: dict[str, Any]) -> bytes:
     return _page("echo.html.j2", "Memory echo", k=s["k"], weights=s["weights"], window=s["window"],
                  gate_rows=gate_rows(doc.get("gates") or []), metrics=_metric_rows(echo_rows(doc)),
                  metric_head=["metric", "what", "logged", *(["served by FPA"] if fpa else [])],
-                 corrections=corrections, families=families)
+                 corrections=corrections, families=families, **_answers(doc))
+
+
+def _answers(doc: dict[str, Any]) -> dict[str, Any]:
+    """The answer replay's tables for a read-path page (empty without --answers)."""
+    from .readrows import ANSWER_HEAD, BAND_HEAD, answer_rows, band_rows, cost_line, peak_lines
+
+    ans = doc.get("answers")
+    if not ans:
+        return {"answers": None}
+    return {"answers": {"head": list(ANSWER_HEAD), "rows": answer_rows(ans), "band_head": list(BAND_HEAD),
+                        "bands": band_rows(ans), "notes": [*peak_lines(ans), cost_line(ans)]}}
 
 
 def overlap_html(doc: dict[str, Any]) -> bytes:
@@ -117,4 +128,4 @@ def overlap_html(doc: dict[str, Any]) -> bytes:
              for r in doc["reads"] if r["band"] == "middle"]
     return _page("overlap.html.j2", "Query–memory overlap", k=doc["settings"]["k"], lo=lo, hi=hi,
                  gate_rows=gate_rows(doc.get("gates") or []), metrics=_metric_rows(overlap_rows(doc)),
-                 svg=markup(svg), risky=risky)
+                 svg=markup(svg), risky=risky, **_answers(doc))

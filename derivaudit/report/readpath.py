@@ -11,7 +11,17 @@ from rich.table import Table
 from ..registry import Registry
 from ..safe import dumps as json_dumps
 from ..safe import escape, escape_id
-from .readrows import echo_rows, fmt, overlap_rows
+from .readrows import (
+    ANSWER_HEAD,
+    BAND_HEAD,
+    answer_rows,
+    band_rows,
+    cost_line,
+    echo_rows,
+    fmt,
+    overlap_rows,
+    peak_lines,
+)
 from .text import md_escape
 
 
@@ -50,6 +60,30 @@ def print_echo(console: Console, doc: dict[str, Any]) -> None:
         ids = ", ".join(fam["write_ids"][:8]) + (" …" if len(fam["write_ids"]) > 8 else "")
         f.add_row(escape(fam["family"]), str(fam["records"]), str(fam["valid"]), escape(ids))
     console.print(f)
+    print_answers(console, doc)
+
+
+def print_answers(console: Console, doc: dict[str, Any]) -> None:
+    """The answer replay's tables (echo/overlap --answers); nothing without one."""
+    ans = doc.get("answers")
+    if not ans:
+        return
+    t = Table(title="Answers (judged against the expected answer; paired over the same reads)", title_justify="left")
+    for col in ANSWER_HEAD:
+        t.add_column(col, justify="left" if col == "method" else "right")
+    for row in answer_rows(ans):
+        t.add_row(*row)
+    console.print(t)
+    if band_rows(ans):
+        b = Table(title="Memory effect by overlap band", title_justify="left")
+        for col in BAND_HEAD:
+            b.add_column(col)
+        for row in band_rows(ans):
+            b.add_row(*row)
+        console.print(b)
+    for line in peak_lines(ans):
+        console.print(escape(line))
+    console.print(escape(cost_line(ans)))
 
 
 def echo_markdown(doc: dict[str, Any]) -> str:
@@ -66,7 +100,23 @@ def echo_markdown(doc: dict[str, Any]) -> str:
         for r in doc["corrections"]:
             lines.append(f"| {md_escape(r['write_id'])} | {md_escape(', '.join(r['supersedes']))} | {len(r['old'])} | "
                          f"{r['reads_before']} / {r['reads_after']} | {fmt(r['density_logged'])} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + answers_markdown(doc)) + "\n"
+
+
+def _md_table(head: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+            *("| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows)]
+
+
+def answers_markdown(doc: dict[str, Any]) -> list[str]:
+    ans = doc.get("answers")
+    if not ans:
+        return []
+    lines = ["", "## Answers", "", *_md_table(ANSWER_HEAD, answer_rows(ans))]
+    if band_rows(ans):
+        lines += ["", "### Memory effect by overlap band", "", *_md_table(BAND_HEAD, band_rows(ans))]
+    lines += ["", *(f"- {md_escape(x)}" for x in [*peak_lines(ans), cost_line(ans)])]
+    return lines
 
 
 def print_overlap(console: Console, doc: dict[str, Any]) -> None:
@@ -92,6 +142,7 @@ def print_overlap(console: Console, doc: dict[str, Any]) -> None:
                       "" if x["correct"] is None else str(x["correct"]).lower(),
                       escape(", ".join(f"{k}: {v}" for k, v in mt["outcomes"].items())) if mt else "")
         console.print(r)
+    print_answers(console, doc)
 
 
 def overlap_markdown(doc: dict[str, Any]) -> str:
@@ -99,7 +150,7 @@ def overlap_markdown(doc: dict[str, Any]) -> str:
     lines = [f"# Query–memory overlap\n\nTop {doc['settings']['k']} memories; middle band [{lo}, {hi}).\n",
              "| metric | what | value |", "|---|---|---:|"]
     lines += [f"| `{n}` | {what} | {v} |" for n, what, v in overlap_rows(doc)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + answers_markdown(doc)) + "\n"
 
 
 # ---------------------------------------------------------------- machine formats shared by echo and overlap
@@ -112,8 +163,12 @@ def read_rows_csv(doc: dict[str, Any]) -> str:
 
     from ..safe import cell
 
+    answered = {a["read_id"]: a for a in (doc.get("answers") or {}).get("rows", [])}
     rows = [{k: " ".join(map(str, v)) if isinstance(v, list) else v for k, v in r.items() if not isinstance(v, dict)}
             for r in doc["reads"]]
+    for r in rows:  # each method's answer and judgment beside the read
+        for m, a in (answered.get(r["read_id"]) or {}).get("answers", {}).items():
+            r[f"answer_{m}"], r[f"accurate_{m}"], r[f"adopted_{m}"] = a["answer"], a["accurate"], a["adopted"]
     cols = list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from derivaudit import load_log
-from derivaudit.readpath.echo import audit_echo, lineage_families, serve_fpa
+from derivaudit.readpath.echo import audit_echo, lineage_families
 
 W = [1 / math.log2(r + 1) for r in range(1, 6)]  # slot weights, ranks 1..5
 S = sum(W)
@@ -66,12 +66,3 @@ def test_echo_metrics_equal_hand_computation(log):
 def test_the_window_takes_the_first_reads_after_the_correction(log):
     m = audit_echo(log, window=11).metrics  # turns 21..31: six B reads, five A reads
     assert m["echo.wep"] == pytest.approx((6 * share(B, OLD) + 5 * share(A, OLD)) / 11)
-
-
-def test_serve_fpa_keeps_rank_order_within_eligibility(log):
-    by_id = {w.write_id: w for w in log.writes}
-    fam = lineage_families(log.writes)
-    pool = [by_id[i] for i in ["w5", "w3", "c2", "w4", "c1", "w6"]]
-    assert [w.write_id for w in serve_fpa(pool, fam, set())] == ["c1", "w5"]  # authority first; w6 invalid
-    assert [w.write_id for w in serve_fpa(pool[:2] + pool[3:4], fam, set())] == ["w5", "w3"]  # one per family
-    assert [w.write_id for w in serve_fpa(pool, fam, OLD, k=1)] == ["c1"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from derivaudit import load_log
-from derivaudit.readpath.overlap import EvidenceIndex, Structured, Unit, audit_overlap, correct, jaccard, trim, words
+from derivaudit.readpath.memtrim import EvidenceIndex, Structured, Unit, trim
+from derivaudit.readpath.overlap import audit_overlap, correct, jaccard, words
 
 
 @pytest.fixture
