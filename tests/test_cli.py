@@ -529,3 +529,31 @@ def test_an_output_folder_under_a_file_is_named_as_such(fixtures, tmp_path):
     blocker.write_text("x")
     r = run("families", "build", fixtures / "families.jsonl", "--log", fixtures / "padding.jsonl", "-o", blocker)
     assert r.exit_code == 2 and "is a file, not a folder" in r.output, r.output
+
+
+@pytest.mark.slow
+def test_echo_and_overlap_answers_in_every_renderer_on_the_embedded_pipeline(fixtures, tmp_path):
+    """`echo LOG --answers` and `overlap LOG --answers` on the suite's model: the answer tables in
+    the terminal, Markdown, HTML, CSV and JSON; gates on answer metrics."""
+    for cmd, log, methods in (("echo", "echo_answers.jsonl", {"none", "budget", "fpa_raw", "fpa"}),
+                              ("overlap", "overlap.jsonl", {"none", "budget", "memtrim"})):
+        path = str(fixtures / log)
+        r = runner.invoke(app, [cmd, path, "--answers", "--format", "json", "-o", str(tmp_path / f"{cmd}.json")])
+        assert r.exit_code == 0, r.output
+        doc = json.loads((tmp_path / f"{cmd}.json").read_text())
+        ans = doc["answers"]
+        assert set(ans["methods"]) == methods and ans["reads"] == 4
+        assert ans["skipped_no_expected"] == (1 if cmd == "echo" else 0)
+        for row in ans["rows"]:  # every method answered (or the empty answer counted), and judged
+            for m in methods:
+                a = row["answers"][m]
+                assert a["error"] == "empty answer" if not a["answer"] else a["accurate"] in (True, False)
+        assert ans["settings"]["models"]["generator"] == ans["settings"]["models"]["answer_judge"]
+        assert doc["metrics"][f"{cmd}.answers.reads"] == 4
+        r = runner.invoke(app, [cmd, path, "--answers"])  # the terminal tables (cached answers)
+        assert r.exit_code == 0 and "Answers" in r.output and "no memory" in r.output, r.output
+        for fmt, marker in (("md", "## Answers"), ("html", "<h2>Answers</h2>"), ("csv", "answer_budget")):
+            r = runner.invoke(app, [cmd, path, "--answers", "--format", fmt])
+            assert r.exit_code == 0 and marker in r.output, (fmt, r.output[-500:])
+        r = runner.invoke(app, [cmd, path, "--answers", "--fail-if", f"{cmd}.answers.accuracy.budget>=0"])
+        assert r.exit_code == 1  # a gate on an answer metric holds

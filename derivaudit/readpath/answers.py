@@ -125,10 +125,10 @@ def historical_claims(log: MemoryLog, k: int = K) -> dict[str, tuple[str, frozen
     return out
 
 
-def _memories(ws: Sequence[Write], verified: bool = False) -> str:
+def _memories(ws: Sequence[Write], verified: bool = False, header: str = "Memories:") -> str:
     if not ws:
-        return "Memories: (none)"
-    lines = ["Memories:"]
+        return f"{header} (none)".strip()
+    lines = [header] if header else []
     for i, w in enumerate(ws, 1):
         mark = "[verified current] " if verified and w.verified_correction else ""
         when = f"({w.time}) " if w.time else ""
@@ -263,8 +263,10 @@ class AnswerReplay:
         return self._summary(rows, skipped)
 
     def _authority(self, rows: Sequence[ReadAnswers]) -> None:
-        """FPA's final check: a raw answer the judge finds inconsistent with the admitted authority is
-        answered again from the authority alone; with no authority served, the raw answer stands."""
+        """FPA's final check: a raw answer the admitted authority contradicts (the judge's yes/no) is
+        answered again from the authority alone; an answer it does not bear on, or no authority
+        served, stands. (Asked as consistency instead, an answer about something else than the
+        correction — the marathon, not the snack — fails the check and is lost.)"""
         if "fpa" not in self.methods:
             return
         check = [ra for ra in rows if ra.authority and not ra.judged["fpa_raw"].error]
@@ -273,11 +275,12 @@ class AnswerReplay:
             question=ra.read.query, answer=ra.judged["fpa_raw"].answer)) for ra in check]
         redo = []
         for ra, s in zip(check, self.judge.score(prompts) if prompts else [], strict=True):
-            ra.authority_consistent = s.ok and (s.logodds or 0) > 0
+            ra.authority_consistent = not (s.ok and (s.logodds or 0) > 0)
             if not ra.authority_consistent:
                 redo.append(ra)
         again = self.generator.generate([Prompt("", templates.render(
-            "answer_authority", memories=_memories([self.by_id[i] for i in ra.authority]), question=ra.read.query))
+            "answer_authority", memories=_memories([self.by_id[i] for i in ra.authority], header=""),
+            question=ra.read.query))
             for ra in redo], max_new_tokens=MAX_ANSWER_TOKENS, stop=("\n",)) if redo else []
         constrained = {ra.read.read_id: a.strip() for ra, a in zip(redo, again, strict=True)}
         for ra in rows:
@@ -294,7 +297,8 @@ class AnswerReplay:
                 if j.error:
                     continue
                 acc.append((j, Prompt("", templates.render("judge_accuracy", question=ra.read.query,
-                                                           expected=ra.read.expected or "", answer=j.answer))))
+                                                           expected=ra.read.expected or "", answer=j.answer),
+                                      verdict=templates.verdict("judge_accuracy"))))
                 if ra.historical is not None:
                     adopt.append((j, Prompt("", templates.render("judge_adoption", historical=ra.historical,
                                                                  question=ra.read.query, answer=j.answer))))

@@ -3,12 +3,13 @@ the words on the page, so a test knows what each context must produce.
 
 - answering: the text of the first memory line (after its number, mark and time), the first
   evidence unit's value, or the first verified fact; "I do not know" with no memory; `empty` makes
-  every answer to a question containing that word blank;
+  every answer to a question containing that word blank; `stale` (question word -> answer) is an
+  old answer repeated whatever the memories say, except from verified facts alone;
 - the parser: the reply scripted for the text (`replies`: text -> list of replies, one per call);
 - judging: accuracy +4 ("4") when every word of the expected answer is in the answer, else -4
-  ("0"); adoption as `adopt(answer, claim)` says (default: they share a content word); authority
-  yes when the answer shares a content word
-  with the verified facts; conflict yes when `conflict(record, correction)` says so; the
+  ("0"); adoption as `adopt(answer, claim)` says (default: they share a content word); the
+  authority contradicts an answer that holds a `topic` word and none of the facts' other words;
+  conflict yes when `conflict(record, correction)` says so; the
   equivalence question yes when `same` holds the pair.
 """
 
@@ -46,14 +47,15 @@ class Scripted(Backend):
                  conflict: Callable[[str, str], bool] = lambda rec, cor: True,
                  same: set[tuple[str, str]] | None = None,
                  adopt: Callable[[str, str], bool] = lambda answer, claim: bool(words(answer) & words(claim)),
-                 ignore_verified: bool = False) -> None:
+                 stale: dict[str, str] | None = None, topic: set[str] | None = None) -> None:
         self.usage = Usage()
         self.replies = replies or {}
         self.empty = empty
         self.conflict = conflict
         self.same = same or set()
         self.adopt = adopt
-        self.ignore_verified = ignore_verified  # a generator that ignores the directive to prefer them
+        self.stale = stale or {}  # question word -> an old answer the generator repeats from its own prior
+        self.topic = topic or set()  # what the authority check reads a contradiction of
         self.generated: list[Prompt] = []
         self.scored: list[Prompt] = []
 
@@ -76,8 +78,11 @@ class Scripted(Backend):
                 out.append("   ")
                 continue
             facts = re.search(r"Verified current facts:\n\[1\] (?:\(.*?\) )?(.*)", text)
-            mem = re.search(r"\[\d\] (?!\[verified)(?:\(.*?\) )?(.*)" if self.ignore_verified
-                            else r"\[1\] (?:\[verified current\] )?(?:\(.*?\) )?(.*)", text)
+            old = next((a for word, a in self.stale.items() if word in q), None)
+            if old and not facts:
+                out.append(old)
+                continue
+            mem = re.search(r"\[1\] (?:\[verified current\] )?(?:\(.*?\) )?(.*)", text)
             unit = re.search(r"Memory evidence:\n- [^:]+: (.*)", text)
             out.append(facts.group(1) if facts else mem.group(1) if mem else unit.group(1) if unit
                        else "I do not know")
@@ -89,12 +94,14 @@ class Scripted(Backend):
             self.scored.append(p)
             t = p.text
             if "Grade an answer" in t:
+                assert p.verdict == (("3", "4"), ("0", "1", "2")), "the grade is read as p(3 or 4) against p(0-2)"
                 hit = words(_field(t, "Verified answer")) <= words(_field(t, "Answer given"))
                 out.append(_yes(hit, "4" if hit else "0"))
             elif "earlier, superseded claim" in t:
                 out.append(_yes(self.adopt(_field(t, "Answer given"), _field(t, "Earlier claim"))))
-            elif "Verified current facts:" in t:
-                out.append(_yes(bool(words(_field(t, "Answer given")) & words(_field(t, "Verified current facts")))))
+            elif "Verified current facts:" in t:  # contradicted: it names the topic but not the facts' words
+                ans, facts = words(_field(t, "Answer given")), words(_field(t, "Verified current facts"))
+                out.append(_yes(bool(ans & self.topic) and not ans & facts - self.topic))
             elif "verified correction and an older" in t:
                 out.append(_yes(self.conflict(_field(t, "Older record"), _field(t, "Correction"))))
             elif "evidence labels" in t:

@@ -53,21 +53,20 @@ def test_contexts_answers_and_metrics_equal_hand_computation(log):
     assert metrics["echo.answers.accuracy.fpa"] == 0.75 and metrics["echo.answers.skipped"] == 1
 
 
-def test_fpa_keeps_the_raw_answer_and_answers_again_from_the_authority(log):
-    res, rows = run(log, Scripted(**KETO, ignore_verified=True))
+def test_fpa_keeps_the_raw_answer_and_answers_again_where_the_authority_contradicts_it(log):
+    be = Scripted(**KETO, stale={"snack": "keto bars"}, topic={"keto", "bars", "snack", "snacks"})
+    res, rows = run(log, be)
     r2 = rows["r2"]["answers"]
-    # served [c1, w5]; a generator that skips the verified record answers from w5, which the check
-    # finds inconsistent with c1: the constrained answer comes from c1 alone
-    assert r2["fpa_raw"]["answer"] == "Maya runs 30 km a week." and not r2["fpa_raw"]["accurate"]
-    assert rows["r2"]["authority_consistent"] is False
+    # served [c1, w5], but a generator repeating its old answer says keto bars; the authority (c1)
+    # contradicts it, so the constrained answer is given from c1 alone
+    assert r2["fpa_raw"]["answer"] == "keto bars" and not r2["fpa_raw"]["accurate"]
+    assert rows["r2"]["authority_consistent"] is False and rows["r2"]["contexts"]["fpa"] == ["c1"]
     assert "protein bars with oats" in r2["fpa"]["answer"] and r2["fpa"]["accurate"]
-    assert rows["r2"]["contexts"]["fpa"] == ["c1"]
-    # r3 (the marathon): the raw answer (w4) was right, but the check reads it against an authority
-    # about snacks and answers again from it: the paper's boundary (§6.6), a loss where the
-    # correction is not what the question asks about
-    assert rows["r3"]["answers"]["fpa_raw"]["accurate"] and not rows["r3"]["answers"]["fpa"]["accurate"]
-    assert res["methods"]["fpa"]["accuracy"] == res["methods"]["fpa_raw"]["accuracy"] == 0.75
+    # r3 (the marathon): the authority does not contradict the raw answer, which stands
+    assert rows["r3"]["authority_consistent"] is True
+    assert rows["r3"]["answers"]["fpa"]["answer"] == rows["r3"]["answers"]["fpa_raw"]["answer"]
     assert rows["r1"]["authority_consistent"] is None  # nothing verified served before the correction
+    assert (res["methods"]["fpa_raw"]["accuracy"], res["methods"]["fpa"]["accuracy"]) == (0.5, 0.75)
 
 
 def test_an_empty_answer_is_a_counted_scoring_error(log):
