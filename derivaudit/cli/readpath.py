@@ -11,6 +11,7 @@ import typer
 
 from ..log.io import atomic_writer, load_log
 from ..log.records import MemoryLog
+from ..safe import dumps as json_dumps
 from ..safe import escape
 from ._common import (
     Files,
@@ -138,6 +139,10 @@ def overlap(
                        "when it holds (or when the metric has no value). Repeatable.")] = None,
     skip_invalid: SkipInvalid = False,
     answers: AnswersOpt = False,
+    index: Annotated[Path | None, typer.Option(
+        "--index", help="With --answers: MemTrim's trie, read from this file when it exists (memories it holds "
+        "are not parsed again) and written back after the run, so a growing store parses only its new "
+        "memories.")] = None,
     models: Any = None,
     use_cache: bool = True,
 ) -> None:
@@ -151,7 +156,25 @@ def overlap(
         check_band((lo, hi))
     except ValueError:
         _bad(f"--band {escape(band)!r}: expected LOW,HIGH with 0 <= LOW < HIGH <= 1, e.g. 0.2,0.6")
-    _read_path("overlap", [*(history or []), *files], skip_invalid, fail_if, format, output,
-               lambda log: _with_answers("overlap", audit_overlap(log, k=k, band=(lo, hi)), log, answers,
-                                         OVERLAP_METHODS, models, use_cache, k=k, band=(lo, hi)),
+    if index is not None and not answers:
+        _bad("--index is MemTrim's trie for the answer replay: it needs --answers")
+    trie = None
+    if index is not None and index.exists():
+        from ..readpath.memtrim import load_index
+
+        try:
+            trie = load_index(index)
+        except ValueError as e:
+            _bad(str(e))
+
+    def audit(log: MemoryLog) -> dict[str, Any]:
+        doc = _with_answers("overlap", audit_overlap(log, k=k, band=(lo, hi)), log, answers, OVERLAP_METHODS,
+                            models, use_cache, k=k, band=(lo, hi), **({"index": trie} if trie else {}))
+        if index is not None:
+            with atomic_writer(index, "wb") as fh:
+                fh.write(json_dumps(doc["answers"]["memtrim"]["index"]))
+            err.print(f"wrote {escape(str(index))}")
+        return doc
+
+    _read_path("overlap", [*(history or []), *files], skip_invalid, fail_if, format, output, audit,
                "nothing to measure")

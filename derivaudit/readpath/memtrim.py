@@ -141,6 +141,34 @@ class EvidenceIndex:
         return idx
 
 
+def load_index(path: Any) -> EvidenceIndex:
+    """A trie saved with an earlier run (`overlap --answers --index`), checked field by field: a bad
+    file is a ValueError naming the JSON path, never a half-read index."""
+    from ..importers.common import read_json
+
+    doc = read_json(path)
+    where = str(path)
+    mems = doc.get("memories") if isinstance(doc, dict) else None
+    if not isinstance(mems, dict):
+        raise ValueError(f"{where}: $.memories: expected an object of parsed memories")
+    for ident, m in mems.items():
+        at = f"{where}: $.memories[{ident!r}]"
+        if not isinstance(m, dict) or m.get("ident") != ident:
+            raise ValueError(f"{at}: expected an object whose ident is {ident!r}")
+        for f in ("units", "support"):
+            us = m.get(f, [])
+            if not isinstance(us, list) or not all(isinstance(u, list) and len(u) == 2
+                                                   and all(isinstance(x, str) for x in u) for u in us):
+                raise ValueError(f"{at}.{f}: expected a list of [key, value] string pairs")
+        for f in ("task", "outcome", "time"):
+            if m.get(f) is not None and not isinstance(m[f], str):
+                raise ValueError(f"{at}.{f}: expected a string or null")
+    types = doc.get("types") or {}
+    if not isinstance(types, dict) or not all(isinstance(v, str) for v in types.values()):
+        raise ValueError(f"{where}: $.types: expected an object of key -> value type")
+    return EvidenceIndex.from_dict(doc)
+
+
 # ---------------------------------------------------------------- the read-time rule
 
 

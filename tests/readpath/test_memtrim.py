@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from derivaudit.readpath.memtrim import (
     EvidenceIndex,
     Parser,
@@ -84,3 +86,45 @@ def test_the_trie_is_kept_with_the_run_and_used_at_read_time():
     assert t.outcomes == {"m1": "suppress"} and t.context == [Unit("position", "forward")]
     both = trim(q, [again.memories["m1"], again.memories["m2"]], again)
     assert both.shared["m2"] == [Unit("club", "inter miami")] and Unit("league", "mls") in both.context
+
+
+def test_a_saved_trie_is_reused_and_a_bad_one_is_refused(fixtures, tmp_path):
+    from derivaudit import load_log
+    from derivaudit.readpath.answers import replay_answers
+    from derivaudit.readpath.memtrim import load_index
+    from derivaudit.safe import dumps
+
+    log = load_log(fixtures / "echo_answers.jsonl")  # no evidence units logged: every memory is parsed
+    first = Scripted()
+    res = replay_answers(log, first, first, methods=("none", "memtrim"))
+    parses = [p for p in first.generated if "evidence units" in p.task and "previous reply" not in p.task]
+    retrieved = {i for r in log.reads if r.expected for i in r.retrieved[:5]}
+    assert len(parses) == len(retrieved) + 4  # each retrieved memory once, at write time, then 4 queries
+    (tmp_path / "trie.json").write_bytes(dumps(res["memtrim"]["index"]))
+    again = Scripted()
+    replay_answers(log, again, again, methods=("none", "memtrim"), index=load_index(tmp_path / "trie.json"))
+    assert len([p for p in again.generated if "evidence units" in p.task and "previous reply" not in p.task]) == 4
+    (tmp_path / "bad.json").write_text('{"memories": {"w1": {"ident": "w1", "units": [["k"]]}}}')
+    with pytest.raises(ValueError, match=r"bad.json: \$.memories\['w1'\].units"):
+        load_index(tmp_path / "bad.json")
+
+
+@pytest.mark.slow
+def test_every_unit_the_suites_model_keeps_is_grounded_in_its_memory():
+    """The parser on a real model: whatever it replies, a kept unit's value is read in its memory
+    (its words, or a number or date in canonical form), and every memory is counted once."""
+    import re
+
+    from derivaudit.audit.evidence import tokenize
+    from derivaudit.models import ModelPool, ModelSpec
+
+    items = [("m1", "Caroline went to the LGBTQ support group on 7 May 2023.", "2023-05-08"),
+             ("m2", "Melanie has two kids and painted a lake sunrise last year.", "2023-05-08")]
+    with ModelPool() as pool:
+        p = Parser(pool.get(ModelSpec()))
+        ms = p.parse(items)
+    assert p.counts.parsed + p.counts.failed == 2 and set(p.index.memories) == {"m1", "m2"}
+    for m, (_, text, _) in zip(ms, items, strict=True):
+        for u in m.units:
+            assert set(tokenize(u.value)) <= set(tokenize(text)) or re.fullmatch(r"[\d.\-]+", u.value) \
+                or u.value in ("true", "false"), (u, text)
