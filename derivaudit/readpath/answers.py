@@ -46,7 +46,7 @@ from typing import Any
 from .. import templates
 from ..log.records import MemoryLog, Read, Write, lineage_families
 from ..models.base import Backend, Prompt, usage_report
-from ..progress import report
+from ..progress import in_parts
 from . import bands, memtrim
 from .fpa import K, served_by_fpa
 from .intervals import mean_interval, wilson
@@ -98,7 +98,7 @@ def _outcome(w: Write) -> str | None:
     return out if isinstance(out, str) and out.strip() else None
 
 
-def historical_claims(log: MemoryLog, k: int = K) -> dict[str, tuple[str, frozenset[str]]]:
+def historical_claims(log: MemoryLog) -> dict[str, tuple[str, frozenset[str]]]:
     """read id -> (the historical claim, the records carrying it), for the reads that have one."""
     from .overlap import correct
 
@@ -106,6 +106,7 @@ def historical_claims(log: MemoryLog, k: int = K) -> dict[str, tuple[str, frozen
     by_id = {w.write_id: w for w in log.writes}
     cors = corrections(log, fam)
     point = read_points(log)
+    order = {w.write_id: i for i, w in enumerate(log.writes)}
     out: dict[str, tuple[str, frozenset[str]]] = {}
     for r in log.reads:
         given = (r.meta or {}).get("historical")
@@ -117,7 +118,7 @@ def historical_claims(log: MemoryLog, k: int = K) -> dict[str, tuple[str, frozen
         elif forced:
             c = max(forced, key=lambda c: c.point)
             first = by_id[c.write.parent_id] if c.write.parent_id in c.old else \
-                min((by_id[i] for i in c.old), key=lambda w: log.writes.index(w))
+                by_id[min(c.old, key=order.__getitem__)]
             out[r.read_id] = (first.text, c.old)
         elif r.retrieved and (stored := _outcome(by_id[r.retrieved[0]])) and r.expected is not None \
                 and not correct(stored, r.expected):
@@ -213,7 +214,7 @@ class AnswerReplay:
         t0 = time.perf_counter()
         reads = [r for r in self.log.reads if r.expected is not None and r.expected.strip()]
         skipped = len(self.log.reads) - len(reads)
-        hist = historical_claims(self.log, self.k)
+        hist = historical_claims(self.log)
         fpa = served_by_fpa(self.log, k=self.k, conflicts=self._conflicts()) if "fpa" in self.methods else {}
         trimmed = self._memtrim(reads) if "memtrim" in self.methods else {}
         self.timing["contexts_s"] = time.perf_counter() - t0
@@ -248,10 +249,9 @@ class AnswerReplay:
                 ra.contexts[m] = ids
                 gen.append((ra, m, Prompt("", text)))
             rows.append(ra)
-        report("answering", 0, len(gen))
         t1 = time.perf_counter()
-        answers = self.generator.generate([p for _, _, p in gen], max_new_tokens=MAX_ANSWER_TOKENS, stop=("\n",))
-        report("answering", len(gen), len(gen))
+        answers = in_parts("answering", [p for _, _, p in gen], lambda ps: self.generator.generate(
+            ps, max_new_tokens=MAX_ANSWER_TOKENS, stop=("\n",)))
         self.timing["generate_s"] = time.perf_counter() - t1
         for (ra, m, _), a in zip(gen, answers, strict=True):
             ra.judged[m] = Judged(a.strip(), error=None if a.strip() else "empty answer")
@@ -302,16 +302,14 @@ class AnswerReplay:
                 if ra.historical is not None:
                     adopt.append((j, Prompt("", templates.render("judge_adoption", historical=ra.historical,
                                                                  question=ra.read.query, answer=j.answer))))
-        report("judging", 0, len(acc) + len(adopt))
-        for (j, _), s in zip(acc, self.judge.score([p for _, p in acc]) if acc else [], strict=True):
+        for (j, _), s in zip(acc, in_parts("judging accuracy", [p for _, p in acc], self.judge.score), strict=True):
             if not s.ok:
                 j.error = f"accuracy not read: {s.error}"
                 continue
             j.logodds, j.grade, j.accurate = s.logodds, _grade(s), (s.logodds or 0) > 0
-        for (j, _), s in zip(adopt, self.judge.score([p for _, p in adopt]) if adopt else [], strict=True):
+        for (j, _), s in zip(adopt, in_parts("judging adoption", [p for _, p in adopt], self.judge.score), strict=True):
             if s.ok:
                 j.adoption_logodds, j.adopted = s.logodds, (s.logodds or 0) > 0
-        report("judging", len(acc) + len(adopt), len(acc) + len(adopt))
 
     # ------------------------------------------------------------ metrics
 

@@ -37,6 +37,7 @@ import orjson
 from .. import templates
 from ..audit.evidence import tokenize
 from ..models.base import Backend, Prompt
+from ..progress import in_parts
 
 TYPES = ("boolean", "number", "time", "category", "text")
 CANDIDATES = 3  # existing keys (or values) a new one is compared with before it is kept apart
@@ -359,8 +360,9 @@ class Parser:
             if problems and problems[i]:
                 task += "\n\n" + templates.render("memtrim_retry", problems=problems[i])
             prompts.append(Prompt("", task, answer_prefix="{"))
-        return ["{" + g if not g.lstrip().startswith("{") else g
-                for g in self.backend.generate(prompts, max_new_tokens=MAX_TOKENS, json_schema=SCHEMA)]
+        gens = in_parts("parsing evidence units", prompts, lambda ps: self.backend.generate(
+            ps, max_new_tokens=MAX_TOKENS, json_schema=SCHEMA))
+        return ["{" + g if not g.lstrip().startswith("{") else g for g in gens]
 
     def _problems(self, doc: dict[str, Any], text: str, when: str | None) -> str | None:
         bad = [f"unit {i} ({u['attribute']} = {u['value']!r}): its span or value is not in the text"
