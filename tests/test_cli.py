@@ -557,3 +557,22 @@ def test_echo_and_overlap_answers_in_every_renderer_on_the_embedded_pipeline(fix
             assert r.exit_code == 0 and marker in r.output, (fmt, r.output[-500:])
         r = runner.invoke(app, [cmd, path, "--answers", "--fail-if", f"{cmd}.answers.accuracy.budget>=0"])
         assert r.exit_code == 1  # a gate on an answer metric holds
+
+
+@pytest.mark.slow
+def test_echo_answers_through_an_openai_compatible_server_on_loopback(fixtures):
+    """The answer replay over the openai backend: a real server on loopback answering from the
+    suite's model, generation and the digit-read grade both through its API."""
+    from derivaudit.models import ModelPool, ModelSpec
+    from tests.openai_server import ModelServer
+
+    with ModelPool(cache=False) as pool, ModelServer(pool.get(ModelSpec())) as server:
+        r = runner.invoke(app, ["echo", str(fixtures / "echo_answers.jsonl"), "--answers", "--backend", "openai",
+                                "--base-url", server.url, "--model", "smollm2", "--format", "json", "--no-cache"])
+        answered = server.answered
+    assert r.exit_code == 0, r.output
+    ans = json.loads(r.stdout)["answers"]
+    assert ans["settings"]["models"]["generator"] == "openai:smollm2" and ans["reads"] == 4
+    assert answered >= 16  # at least one generation per read and method, and their judgments
+    judged = [a for row in ans["rows"] for a in row["answers"].values() if not a["error"]]
+    assert judged and all(a["grade"] in range(5) for a in judged if a["accurate"] is not None)
