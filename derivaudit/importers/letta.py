@@ -171,7 +171,8 @@ def _agents(f: str, data: Any, res: ImportResult, stats: dict[str, Any]) -> list
 
 def _blocks(data: dict[str, Any]) -> str | None:
     """The memory blocks a file carries, as `label (chars)`: Letta keeps their current text only."""
-    blocks = [b for b in data.get("blocks") or [] if isinstance(b, dict)]
+    given = data.get("blocks")
+    blocks = [b for b in given if isinstance(b, dict)] if isinstance(given, list) else []  # a damaged file
     if not blocks:
         return None
     return ", ".join(f"{b.get('label') or b.get('id') or '?'} ({len(str(b.get('value') or ''))} chars)"
