@@ -93,8 +93,7 @@ class ReadAnswers:
 
 
 def _outcome(w: Write) -> str | None:
-    ev = (w.meta or {}).get("evidence")
-    out = ev.get("outcome") if isinstance(ev, Mapping) else None
+    out = memtrim.evidence_of(w.meta).get("outcome")
     return out if isinstance(out, str) and out.strip() else None
 
 

@@ -69,7 +69,7 @@ class Unit:
         return cls(normalise(key), normalise(value))
 
 
-def _evidence(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def evidence_of(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
     ev = (meta or {}).get("evidence")
     return ev if isinstance(ev, Mapping) else {}
 
@@ -87,7 +87,7 @@ class Structured:
 
     @classmethod
     def from_meta(cls, ident: str, meta: Mapping[str, Any] | None, time: str | None = None) -> Structured | None:
-        ev = _evidence(meta)
+        ev = evidence_of(meta)
         if not ev.get("units"):
             return None
         units = frozenset(Unit.of(*u) for u in ev["units"])

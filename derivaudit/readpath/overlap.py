@@ -28,7 +28,7 @@ from ..audit.evidence import tokenize
 from ..log.records import MemoryLog, Read, Write
 from .bands import band_of
 from .echo import mean_of
-from .memtrim import Structured, _evidence, trim
+from .memtrim import Structured, evidence_of, trim
 from .memtrim import normalise as _norm
 
 BAND = (0.2, 0.6)
@@ -55,7 +55,7 @@ def correct(answer: str | None, expected: str | None) -> bool | None:
 
 
 def memory_overlap(query: str, memory: Write) -> float:
-    outcome = _evidence(memory.meta).get("outcome")
+    outcome = evidence_of(memory.meta).get("outcome")
     return jaccard(words(query), words(memory.text) - (words(outcome) if isinstance(outcome, str) else set()))
 
 
@@ -79,7 +79,7 @@ def audit_overlap(log: MemoryLog, *, k: int = K, band: tuple[float, float] = BAN
         row: dict[str, Any] = {"read_id": r.read_id, "conversation_id": r.conversation_id,
                                "overlap": [round(x, 4) for x in ov], "top_overlap": ov[0] if ov else None,
                                "band": band_of(ov[0], band) if ov else None, "correct": correct(r.answer, r.expected)}
-        stored = _evidence(top[0].meta).get("outcome") if top else None
+        stored = evidence_of(top[0].meta).get("outcome") if top else None
         if r.expected is not None and isinstance(stored, str):
             same = correct(stored, r.expected)
             row["case"] = "TA" if same else "TD-Dup" if ov[0] >= band[0] else "TD"
